@@ -163,6 +163,24 @@ def rate_period_at(instant: datetime, *, zone: tzinfo) -> RatePeriod | None:
         periods = rate_periods(month=month_of(instant, zone), zone=zone)
     except RateCardConflict:
         return None
+    return period_in(periods, instant)
+
+
+def rate_periods_or_unpriced(*, month: date, zone: tzinfo) -> list[RatePeriod]:
+    """:func:`rate_periods`; when the month's cards mix currencies (no single price list to
+    read), one period without a card over the whole month instead: nothing in it is priced, as
+    in a gap between cards, where :func:`rate_period_at` answers ``None``."""
+    try:
+        return rate_periods(month=month, zone=zone)
+    except RateCardConflict:
+        end = next_month(month)
+        start_at, end_at = local_midnight(month, zone), local_midnight(end, zone)
+        return [RatePeriod(start_at, end_at, month, end, None, None, {})]
+
+
+def period_in(periods: list[RatePeriod], instant: datetime) -> RatePeriod | None:
+    """Of ``periods`` (:func:`rate_periods` of ``instant``'s month, read by the caller), the one
+    in force at ``instant`` (aware); ``None`` when none covers it. No query."""
     return next((p for p in periods if p.start <= instant < p.end), None)
 
 

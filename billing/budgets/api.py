@@ -10,7 +10,7 @@ from rest_framework.response import Response
 
 from billing.budgets import services
 from billing.budgets.filtersets import BudgetFilterSet
-from billing.budgets.models import ROLLOVER_CAP_ERRORS, Budget
+from billing.budgets.models import STORAGE_ERRORS, Budget
 from billing.budgets.selectors import budget_list, budget_statuses
 from billing.validators import currency_validator
 from pools.inventory.models import GpuModel, Pool
@@ -79,7 +79,7 @@ class BudgetSerializer(serializers.ModelSerializer):
         fields = ["id", *services.FIELDS, "status", *SLURM_FIELDS, "created_at", "updated_at"]
         read_only_fields = [*SLURM_FIELDS, "created_at", "updated_at"]
         validators = []  # one budget per scope and period: the service answers 409
-        extra_kwargs = {"rollover_cap_percent": {"error_messages": ROLLOVER_CAP_ERRORS}}
+        extra_kwargs = {name: {"error_messages": errors} for name, errors in STORAGE_ERRORS.items()}
 
     @extend_schema_field(BudgetStatusSerializer(allow_null=True))
     def get_status(self, budget) -> dict | None:

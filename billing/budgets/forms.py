@@ -10,7 +10,7 @@ from typing import Any
 from django import forms
 from django.forms.models import fields_for_model, model_to_dict
 
-from billing.budgets.models import ROLLOVER_CAP_ERRORS, Budget
+from billing.budgets.models import STORAGE_ERRORS, Budget
 from billing.budgets.services import FIELDS
 
 HELP = {
@@ -51,6 +51,7 @@ class BudgetForm(forms.Form):
         self.fields["team"].empty_label = "— (a cost centre)"
         self.fields["currency"].required = False
         # Django formats a validator's message with its params: "%" is written "%%" here.
-        self.fields["rollover_cap_percent"].error_messages.update(
-            {code: text.replace("%", "%%") for code, text in ROLLOVER_CAP_ERRORS.items()}
-        )
+        for name, errors in STORAGE_ERRORS.items():
+            self.fields[name].error_messages.update(
+                {code: text.replace("%", "%%") for code, text in errors.items()}
+            )

@@ -29,6 +29,29 @@ ROLLOVER_CAP_ERRORS = {
     "decimals.",
     "max_decimal_places": "At most 2 decimals (e.g. 12.25 %).",
 }
+#: The largest limits the columns hold: ``card_hours_limit`` (``max_digits=16``, 3 decimals)
+#: and ``money_limit`` (``max_digits=16``, 4 decimals).
+CARD_HOURS_LIMIT_MAX = Decimal("9999999999999.999")
+MONEY_LIMIT_MAX = Decimal("999999999999.9999")
+#: As :data:`ROLLOVER_CAP_ERRORS`, for a limit the column cannot hold: in card-hours, and in the
+#: budget's currency (not "no more than 13 digits before the decimal point").
+CARD_HOURS_LIMIT_ERRORS = {
+    "max_whole_digits": f"A limit of at most {CARD_HOURS_LIMIT_MAX} card-hours.",
+    "max_digits": f"A limit of at most {CARD_HOURS_LIMIT_MAX} card-hours, with at most 3 decimals.",
+    "max_decimal_places": "At most 3 decimals (e.g. 1500.125 card-hours).",
+}
+MONEY_LIMIT_ERRORS = {
+    "max_whole_digits": f"A limit of at most {MONEY_LIMIT_MAX} in the budget's currency.",
+    "max_digits": f"A limit of at most {MONEY_LIMIT_MAX} in the budget's currency, with at "
+    "most 4 decimals.",
+    "max_decimal_places": "At most 4 decimals (e.g. 2500.1250).",
+}
+#: The error messages of each budget field whose Django/DRF wording names the storage.
+STORAGE_ERRORS = {
+    "card_hours_limit": CARD_HOURS_LIMIT_ERRORS,
+    "money_limit": MONEY_LIMIT_ERRORS,
+    "rollover_cap_percent": ROLLOVER_CAP_ERRORS,
+}
 
 
 class BudgetQuerySet(TeamOwnedQuerySet):

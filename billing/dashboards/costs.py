@@ -26,7 +26,7 @@ from billing.pricing import (
     previous_month,
     round_money,
 )
-from billing.rate_periods import price_for, rate_period_at
+from billing.rate_periods import RatePeriod, period_in, price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
@@ -167,10 +167,18 @@ class StrandedCost:
     amount: Decimal | None
 
 
-def stranded_costs(rows: list[StrandedRow], *, now) -> list[StrandedCost]:
+def stranded_costs(
+    rows: list[StrandedRow], *, now, periods: list[RatePeriod] | None = None
+) -> list[StrandedCost]:
     """Price each row's stranded card-hours at today's reserved rate for its GPU model (the
-    rate card in force at ``now``; the horizon's later rate changes are not applied)."""
-    period = rate_period_at(now, zone=billing_zone())
+    rate card in force at ``now``; the horizon's later rate changes are not applied).
+    ``periods``: ``now``'s month's :func:`~billing.rate_periods.rate_periods` if the caller
+    read them (no query here), else read here (unpriced when that month's cards mix
+    currencies)."""
+    if periods is None:
+        period = rate_period_at(now, zone=billing_zone())
+    else:
+        period = period_in(periods, now)
     priced = []
     for row in rows:
         price = None

@@ -19,7 +19,7 @@ from decimal import Decimal
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import month_bounds, round_money
-from billing.rate_periods import price_for, rate_periods
+from billing.rate_periods import RatePeriod, price_for, rate_periods_or_unpriced
 from pools.capacity.models import Allocation
 from pools.serving.efficiency import Usage, cost_per_million
 from pools.serving.selectors import (
@@ -46,14 +46,19 @@ class ServingEfficiency:
 
 
 def serving_efficiency(
-    *, allocations: Iterable[Allocation], month: date
+    *, allocations: Iterable[Allocation], month: date, periods: list[RatePeriod] | None = None
 ) -> dict[int, ServingEfficiency]:
     """Per allocation id, the month's efficiency (module docstring). One usage query per rate
-    period of the month (one, unless the rate card changed within it)."""
+    period of the month (one, unless the rate card changed within it). ``periods``: the
+    month's :func:`~billing.rate_periods.rate_periods` if the caller read them (the rate cards
+    are not read again), else read here; a month whose cards mix currencies has no cost
+    (:func:`~billing.rate_periods.rate_periods_or_unpriced`), its usage is still counted."""
     allocations = list(allocations)
     zone = billing_zone()
     start, end = month_bounds(month, zone)
-    periods = [p for p in rate_periods(month=month, zone=zone) if p.end > start and p.start < end]
+    if periods is None:
+        periods = rate_periods_or_unpriced(month=month, zone=zone)
+    periods = [p for p in periods if p.end > start and p.start < end]
     currency = next((p.currency for p in periods if p.currency), None) or "EUR"
     models = {a.pk: a.gpu_model_id for a in allocations}
     parts: dict[int, list[Usage]] = {}
@@ -125,17 +130,23 @@ HEADERS = (
 
 
 def serving_rows(
-    *, allocations: Iterable[Allocation], month: date, now, state: RollupState | None = None
+    *,
+    allocations: Iterable[Allocation],
+    month: date,
+    now,
+    state: RollupState | None = None,
+    periods: list[RatePeriod] | None = None,
 ) -> list[dict]:
     """One row per allocation with stored rollups: its newest values (``now``: field -> value,
     empty when it has none in the newest bucket) and the month's :class:`ServingEfficiency`
     (``None`` without rollups this month). Constant queries whatever the number. ``state``:
     the rollups' :func:`~pools.serving.selectors.serving_state` at ``now`` if the caller read
-    it already (two queries less), else read here."""
+    it already (two queries less), else read here; ``periods`` likewise the month's rate
+    periods (:func:`serving_efficiency`)."""
     allocations = list(allocations)
     state = state or serving_state(now=now)
     current = serving_current(allocation_ids=[a.pk for a in allocations], state=state)
-    efficiency = serving_efficiency(allocations=allocations, month=month)
+    efficiency = serving_efficiency(allocations=allocations, month=month, periods=periods)
     return [
         {
             "allocation": a,

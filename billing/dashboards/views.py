@@ -29,6 +29,7 @@ from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
+from billing.rate_periods import RatePeriod, rate_periods_or_unpriced
 from pools.clusters.selectors import cluster_list
 from pools.common.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
@@ -307,6 +308,7 @@ class _Board:
     serving_rows: list
     serving_groups: list
     serving_state: serving_selectors.RollupState  # read once for the rows and the page
+    rate_periods: list[RatePeriod]  # this month's: read once for serving and stranded costs
     stranded: list[costs.StrandedCost] | None = None
     stranded_at: datetime | None = None
 
@@ -370,14 +372,17 @@ def _load_board(filters, now, export) -> _Board:
     month_start = local_midnight(this_month, billing_zone())
     served = serving_selectors.allocations_served(start=month_start, end=now + timedelta(minutes=5))
     serving_state = serving_selectors.serving_state(now=now)
+    # cards mixing currencies this month: nothing priced (no serving cost, no stranded cost)
+    periods = rate_periods_or_unpriced(month=this_month, zone=billing_zone())
     serving_rows = serving_dash.serving_rows(
-        allocations=served, month=this_month, now=now, state=serving_state
+        allocations=served, month=this_month, now=now, state=serving_state, periods=periods
     )
     return _Board(
         plan=plan, rows=rows, in_use=in_use, days=days, usable=usable, forecasts=forecasts,
         alerts=alerts, top_cards=top_cards, this_month=this_month, cost_month=cost_month,
         top_cost=top_cost, serving_rows=serving_rows,
         serving_groups=serving_dash.serving_groups(serving_rows), serving_state=serving_state,
+        rate_periods=periods,
     )  # fmt: skip
 
 
@@ -513,7 +518,7 @@ def admin_dashboard(request):
     if (response := _export_before_stranded(export, board)) is not None:
         return response
     snapshot = stranded_for_dashboard(filters=filters, now=now)
-    board.stranded = costs.stranded_costs(snapshot.rows, now=now)
+    board.stranded = costs.stranded_costs(snapshot.rows, now=now, periods=board.rate_periods)
     board.stranded_at = snapshot.computed_at
     if (response := _export_after_stranded(export, board)) is not None:
         return response

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
 
+from billing.conf import billing_zone
+from billing.errors import RateCardConflict
 from billing.models import RateCard, RateCardEntry
 
 # billing.budgets (services, enforcement) reads these here; they live in billing.rate_periods
@@ -36,7 +38,10 @@ def rate_card_create(
     for every pool, no GPU model).
 
     Raises :class:`InvalidInput` (field ``name`` or ``served_model``) for a name with control
-    characters or bidirectional marks (shown on statements: one line, left to right)."""
+    characters or bidirectional marks (shown on statements: one line, left to right), and
+    (field ``currency``) for a card whose currency differs from a card it shares a month with:
+    a month's statements are in one currency, so such a month could be neither billed nor
+    shown (:func:`billing.rate_periods.rate_periods` refuses it). Nothing is written then."""
     for field, value in [("name", name)] + [("served_model", s) for s, _ in token_prices or {}]:
         try:
             single_line_text_validator(value)
@@ -64,5 +69,25 @@ def rate_card_create(
     cards = list(RateCard.objects.order_by("effective_from"))
     for index in range(len(cards)):
         card_end(cards, index)  # raises on overlap, rolling the new card back
+    _check_one_currency_a_month(card, card_end(cards, cards.index(card)))
     price_list_changed()
     return card
+
+
+def _check_one_currency_a_month(card: RateCard, end: date | None) -> None:
+    """Raise :class:`InvalidInput` (field ``currency``) when the new ``card`` (in force from its
+    ``effective_from`` to ``end``, ``None`` open) shares a month with a card of another
+    currency. Only its first and last months can hold another card: the ones between are its
+    own."""
+    months = {card.effective_from.replace(day=1)}
+    if end is not None:
+        months.add((end - timedelta(days=1)).replace(day=1))
+    for month in sorted(months):
+        try:
+            rate_periods(month=month, zone=billing_zone())
+        except RateCardConflict as exc:
+            message = (
+                f"{card.currency} differs from the currency of a rate card in force in "
+                f"{month:%Y-%m}: a month is billed in one currency. {exc}"
+            )
+            raise InvalidInput(message, errors={"currency": [message]}) from None

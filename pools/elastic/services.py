@@ -1350,18 +1350,24 @@ def elastic_whatif(
     (one query); ``source`` picks one. ``None`` when the source picked is not available
     (Prometheus not configured, or no readings recorded) or, left to choose, neither is.
     ``on_progress(percent)`` is told :data:`WHATIF_READ_PERCENT` once the history is read (the
-    range queries are most of a what-if's time). Raises
+    range queries are most of a what-if's time). ``metrics`` given is the caller's to close; one
+    built here is closed once read, also when reading fails. Raises
     :class:`~scheduler_adapters.errors.SchedulerError` when Prometheus cannot be read."""
     now = now or timezone.now()
     progress = on_progress or (lambda percent: None)
     start = now - timedelta(days=days)
     source = WhatIfSource(source) if source else None
     if source is not WhatIfSource.RECORDED:
-        if metrics is None:  # the allocation's cluster's own Prometheus, if it has one
+        owned = metrics is None  # built here, closed here; a caller's is the caller's
+        if owned:  # the allocation's cluster's own Prometheus, if it has one
             metrics = metrics_adapter(cluster=policy.allocation.pool.cluster)
         if metrics is not None:
-            rules = scaling_policy(policy)
-            samples = _prometheus_samples(metrics, policy, rules, start, now)
+            try:
+                rules = scaling_policy(policy)
+                samples = _prometheus_samples(metrics, policy, rules, start, now)
+            finally:
+                if owned:
+                    metrics.close()
             progress(WHATIF_READ_PERCENT)
             result = replay(rules, samples)
             return _run(result, WhatIfSource.PROMETHEUS, samples, start, now)

@@ -184,7 +184,8 @@ def _choice_errors(
     cuda_version: str,
 ) -> dict[str, str]:
     """A model or a positive minimum memory, a MAJOR.MINOR CUDA version, and a named pool
-    that runs the workload's scheduler."""
+    that runs the workload's scheduler (the error quotes the pool's name and names the kind by
+    its value, ``training`` / ``inference``)."""
     errors: dict[str, str] = {}
     if gpu_model is None and min_memory_gib is None:
         errors["gpu_model"] = "Choose a GPU model, or a minimum memory per card."
@@ -193,10 +194,13 @@ def _choice_errors(
     if cuda_version and _cuda_or_none(cuda_version) is None:
         errors["cuda_version"] = "Write a CUDA version as MAJOR.MINOR, e.g. 12.4."
     if pool is not None and workload_kind in WorkloadKind.values:
-        if pool.scheduler != SCHEDULER_OF_KIND[workload_kind]:
+        needed = SCHEDULER_OF_KIND[workload_kind]
+        if pool.scheduler != needed:
+            # The pool's name is quoted and the kind named by its value: a pool may be called
+            # "Training (Slurm)", like the kind's label.
             errors["pool"] = (
-                f"{pool.name} runs {pool.get_scheduler_display()}; "
-                f"{WorkloadKind(workload_kind).label} needs another pool."
+                f"The pool “{pool.name}” runs {pool.get_scheduler_display()}; "
+                f"{workload_kind} requests need a {needed.label} pool."
             )
     return errors
 

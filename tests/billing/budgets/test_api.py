@@ -18,6 +18,21 @@ BODY = {"team": "nlp", "period": "month", "starts_on": "2026-01-01",
         "enforcement": "needs_admin"}  # fmt: skip
 
 
+LIMIT_CASES = [
+    # 14 whole digits where the column holds 13 (16 digits, 3 decimals) ...
+    ("card_hours_limit", "99999999999999", "A limit of at most 9999999999999.999 card-hours."),
+    ("card_hours_limit", "99999999999999.5555",
+     "A limit of at most 9999999999999.999 card-hours, with at most 3 decimals."),
+    ("card_hours_limit", "100.1234", "At most 3 decimals (e.g. 1500.125 card-hours)."),
+    # ... and 13 where it holds 12 (16 digits, 4 decimals)
+    ("money_limit", "9999999999999",
+     "A limit of at most 999999999999.9999 in the budget's currency."),
+    ("money_limit", "9999999999999.55555",
+     "A limit of at most 999999999999.9999 in the budget's currency, with at most 4 decimals."),
+    ("money_limit", "300.12345", "At most 4 decimals (e.g. 2500.1250)."),
+]  # fmt: skip
+
+
 @pytest.fixture(autouse=True)
 def fixed_now(monkeypatch, settings):
     settings.BILLING_TIME_ZONE = "UTC"
@@ -126,4 +141,15 @@ def test_a_rollover_cap_the_column_cannot_hold_is_said_in_per_cent(
     )
     assert answer.status_code == 400
     assert answer.json()["errors"] == {"rollover_cap_percent": [said]}
+    assert not Budget.objects.exists()
+
+
+@pytest.mark.parametrize(("field", "limit", "said"), LIMIT_CASES)
+def test_a_limit_the_column_cannot_hold_is_said_in_the_users_terms(
+    team, pool_admin, api_as, field, limit, said
+):
+    """As the budget form: not "no more than 13 digits before the decimal point"."""
+    answer = api_as(pool_admin).post("/api/v1/budgets/", {**BODY, field: limit}, format="json")
+    assert answer.status_code == 400
+    assert answer.json()["errors"] == {field: [said]}
     assert not Budget.objects.exists()

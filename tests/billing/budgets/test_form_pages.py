@@ -21,6 +21,21 @@ VALID = {
 }  # fmt: skip
 
 
+LIMIT_CASES = [
+    # 14 whole digits where the column holds 13 (16 digits, 3 decimals) ...
+    ("card_hours_limit", "99999999999999", "A limit of at most 9999999999999.999 card-hours."),
+    ("card_hours_limit", "99999999999999.5555",
+     "A limit of at most 9999999999999.999 card-hours, with at most 3 decimals."),
+    ("card_hours_limit", "100.1234", "At most 3 decimals (e.g. 1500.125 card-hours)."),
+    # ... and 13 where it holds 12 (16 digits, 4 decimals)
+    ("money_limit", "9999999999999",
+     "A limit of at most 999999999999.9999 in the budget's currency."),
+    ("money_limit", "9999999999999.55555",
+     "A limit of at most 999999999999.9999 in the budget's currency, with at most 4 decimals."),
+    ("money_limit", "300.12345", "At most 4 decimals (e.g. 2500.1250)."),
+]  # fmt: skip
+
+
 def form(team, **changes):
     return {**VALID, "team": team.pk, **changes}
 
@@ -120,3 +135,28 @@ def test_the_largest_rollover_cap_is_kept(client, pool_admin, team):
     )
     assert done.status_code == 302
     assert Budget.objects.get().rollover_cap_percent == Decimal("9999.99")
+
+
+@pytest.mark.parametrize(("field", "limit", "said"), LIMIT_CASES)
+def test_a_limit_the_column_cannot_hold_is_said_in_the_users_terms(
+    client, pool_admin, team, field, limit, said
+):
+    """Not "Ensure that there are no more than 13 digits before the decimal point."."""
+    client.force_login(pool_admin)
+    page = client.post("/costs/budgets/new/", form(team, **{field: limit}, currency="EUR"))
+    assert page.status_code == 200
+    assert page.context["form"].errors[field] == [said]
+    assert not Budget.objects.exists() and actions() == []
+
+
+def test_the_largest_limits_are_kept(client, pool_admin, team):
+    client.force_login(pool_admin)
+    done = client.post(
+        "/costs/budgets/new/",
+        form(team, card_hours_limit="9999999999999.999", money_limit="999999999999.9999",
+             currency="EUR"),
+    )  # fmt: skip
+    assert done.status_code == 302
+    budget = Budget.objects.get()
+    assert budget.card_hours_limit == Decimal("9999999999999.999")
+    assert budget.money_limit == Decimal("999999999999.9999")

@@ -151,10 +151,21 @@ def test_a_cuda_version_that_is_not_one(create, request_state, cuda):
 
 def test_the_wrong_scheduler_for_the_workload_kind(create, request_state, train_pool, a100):
     assert refused(create, request_state, workload_kind="training") == {
-        "pool": "Inference runs Kubernetes; Training (Slurm) needs another pool."
+        "pool": "The pool “Inference” runs Kubernetes; training requests need a Slurm pool."
     }
     assert refused(create, request_state, pool=train_pool, gpu_model=a100) == {
-        "pool": "Training runs Slurm; Inference (Kubernetes) needs another pool."
+        "pool": "The pool “Training” runs Slurm; inference requests need a Kubernetes pool."
+    }
+
+
+def test_the_wrong_scheduler_names_the_pool_apart_from_the_kind(create, request_state, infer_pool):
+    """A Kubernetes pool called like the training kind's label: the error still tells which is
+    the pool (quoted) and which the kind."""
+    infer_pool.name = "Training (Slurm)"
+    infer_pool.save(update_fields=["name"])
+
+    assert refused(create, request_state, workload_kind="training") == {
+        "pool": "The pool “Training (Slurm)” runs Kubernetes; training requests need a Slurm pool."
     }
 
 
@@ -347,7 +358,7 @@ def test_service_field_errors_come_back_as_400(alice_api, payload, request_state
         (
             {"workload_kind": "training"},
             "pool",
-            "Inference runs Kubernetes; Training (Slurm) needs another pool.",
+            "The pool “Inference” runs Kubernetes; training requests need a Slurm pool.",
         ),
     ]
     for fields, field, message in cases:

@@ -26,11 +26,14 @@ from factories import (
     MembershipFactory,
     NodeFactory,
     PoolFactory,
+    RateCardEntryFactory,
+    RateCardFactory,
     TeamFactory,
     UserFactory,
 )
 
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
+from billing.conf import billing_zone
 from billing.models import Statement, UsageRecord
 from billing.pricing import month_of, previous_month
 from pools.capacity.generation import GENERATION_KEY as ALLOCATIONS_GENERATION_KEY
@@ -322,3 +325,34 @@ def test_the_page_reads_pools_models_and_the_serving_state_once_each_where_it_ca
     assert sum(' FROM "pools_pool" ' in s for s in sql) == 3
     assert sum(' FROM "pools_gpumodel" ' in s for s in sql) == 3
     assert sum('MAX("pools_servingrollup"."bucket_start")' in s for s in sql) == 1
+
+
+def test_the_page_reads_this_months_rate_cards_once_for_serving_and_stranded(
+    fleet, django_user_model
+):
+    """The serving efficiency and the stranded capacity's cost both price from this month's
+    rate cards: one read of the cards and one of their entries for both (each read them
+    before). The top teams by cost so far read them twice more on their own
+    (``rate_period_at`` and ``usage_lines_by_team``): three of each (four before)."""
+    RateCardEntryFactory(gpu_model=fleet["a100"], price=Decimal("3.00"))
+    client = _admin_client(django_user_model)
+    client.get("/dashboard/")
+    with CaptureQueriesContext(connection) as ctx:
+        assert client.get("/dashboard/").status_code == 200
+    sql = [q["sql"] for q in ctx.captured_queries]
+    assert sum(' FROM "billing_ratecard" ' in s for s in sql) == 3
+    assert sum(' FROM "billing_ratecardentry" ' in s for s in sql) == 3
+
+
+def test_a_month_whose_rate_cards_mix_currencies_is_shown_unpriced(fleet, django_user_model):
+    """A EUR card in force from before the month and a USD one from its 2nd day: no single
+    price list for the month, so the admin dashboard shows it without serving or stranded costs
+    (a 500 before: the serving efficiency raised the rate cards' conflict)."""
+    first = month_of(timezone.now(), billing_zone())
+    RateCardFactory(currency="EUR", effective_from=first - timedelta(days=40))
+    RateCardFactory(currency="USD", effective_from=first + timedelta(days=1))
+    admin = _admin_client(django_user_model)
+    page = admin.get("/dashboard/")
+    assert page.status_code == 200
+    assert page.context["stranded"]
+    assert all(row.amount is None for row in page.context["stranded"])

@@ -32,6 +32,7 @@ from pools.elastic.services import (
     elastic_whatif,
 )
 from pools.inventory.models import GpuModel
+from scheduler_adapters.errors import SchedulerUnavailable
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
@@ -275,6 +276,42 @@ def test_whatif_from_prometheus(pool, team, admin):
     with override_settings(PROMETHEUS_URL=""):
         assert elastic_whatif(policy=policy, now=NOW) is None
         assert elastic_whatif(policy=policy, now=NOW, source="prometheus") is None
+
+
+class ClosedFake(FakePrometheus):
+    """A fake Prometheus that counts its ``close()`` calls."""
+
+    closes = 0
+
+    def close(self) -> None:
+        self.closes += 1
+
+
+def test_whatif_closes_the_prometheus_it_builds(pool, team, admin, monkeypatch):
+    """The client the what-if builds itself is closed once, after a read and after a failed
+    one; a client the caller passes is left open (the caller's to close)."""
+    policy = elastic_policy_create(allocation=active(pool, team, 2), actor=admin,
+                                   ceiling_cards=6, step_cards=2)  # fmt: skip
+    built: list[ClosedFake] = []
+
+    def build(down: bool):
+        def metrics_adapter(**_):
+            built.append(ClosedFake(inference=[signals("team-chat", 90.0, 1.2, minutes=10)],
+                                    down=down))  # fmt: skip
+            return built[-1]
+
+        monkeypatch.setattr("pools.elastic.services.metrics_adapter", metrics_adapter)
+
+    build(down=False)
+    assert elastic_whatif(policy=policy, now=NOW).samples == 11
+    build(down=True)
+    with pytest.raises(SchedulerUnavailable):
+        elastic_whatif(policy=policy, now=NOW)
+    assert [fake.closes for fake in built] == [1, 1]
+
+    given = ClosedFake(inference=[signals("team-chat", 90.0, 1.2, minutes=10)])
+    assert elastic_whatif(policy=policy, now=NOW, metrics=given).samples == 11
+    assert given.closes == 0
 
 
 def _record(policy, rows):
