@@ -167,6 +167,7 @@ def test_the_team_filter_names_that_team_alone_and_refuses_a_team_not_seen(
         == 'Team "vision": Select a valid choice. That choice is not one of the available choices.'
     )
     assert refused.context["charts"] == []
+    assert "Cards held per day" not in refused.content.decode()  # no window to describe
     refused_csv = member_page.get("/timeline/?team=vision&export=csv")
     assert (refused_csv.status_code, refused_csv["Content-Type"]) == (
         400,
