@@ -2,7 +2,7 @@
 
 ``gpu_model_create`` checks the slug, the aliases and the PCI device ids with SELECTs and then
 inserts, with no lock between the check and the insert. The first create is held open for a
-second inside its transaction, after its inserts; the second starts 0.2 s later and passes
+second inside its transaction, after its inserts; the second starts then and passes
 every check, because it cannot see the first's uncommitted rows. Then:
 
 - same slug: the second waits on the unique index and fails with an IntegrityError instead of
@@ -47,10 +47,12 @@ def held_first(monkeypatch, pool_admin):
     catalogue_loaded()
     original = catalogue_services._aliases_replace
     first: list[threading.Thread] = []
+    inside = threading.Event()  # the first create has written its rows, uncommitted
 
     def held(*args, **kwargs):
         original(*args, **kwargs)
         if first and threading.current_thread() is first[0]:
+            inside.set()
             time.sleep(HOLD_S)
 
     monkeypatch.setattr(catalogue_services, "_aliases_replace", held)
@@ -70,7 +72,9 @@ def held_first(monkeypatch, pool_admin):
 
         threads = [threading.Thread(target=run, args=(i, k)) for i, k in enumerate((one, two))]
         threads[0].start()
-        time.sleep(0.2)
+        # The second starts once the first is inside its transaction (a fixed 0.2 s let a
+        # loaded machine start the second first, and the test then saw the wrong winner).
+        assert inside.wait(timeout=30), "the first create never reached its held point"
         threads[1].start()
         for thread in threads:
             thread.join(timeout=30)
