@@ -120,6 +120,58 @@ def test_a_finite_closed_loop_run_ends_with_a_partial_round(monkeypatch):
     )
 
 
+def _admitted(tok_s, batch):
+    return SimpleNamespace(
+        output_tok_s_total=tok_s, throughput=SimpleNamespace(tpot_ms=1.0, batch=batch)
+    )
+
+
+def test_a_saturated_run_of_equal_requests_runs_in_rounds_of_the_admitted_batch(monkeypatch):
+    # 3,000 requests of 2,048 output tokens, 1,470.6 sequences admitted at 20,000 tok/s: two
+    # rounds of 1,470 (2 x 1,470 x 2,048 / 20,000 = 301.056 s) and one of 60 at 2,400 tok/s
+    # (60 x 2,048 / 2,400 = 51.2 s): 6,144,000 tokens / 352.256 s = 17,441.9 tok/s.
+    request = {"output_len": 2048, "concurrency": None, "request_rate": None}
+    row = {"input_len": 128, "output_len": 2048}
+    asked = []
+
+    def tail(fields, engines):
+        asked.append(fields["concurrency"])
+        return _admitted(2_400.0, fields["concurrency"])
+
+    monkeypatch.setattr(bench, "_estimate", tail)
+    case = {"requests": 3000, "request": request, "row": row}
+
+    tok_s = bench.finite_run_tok_s(case, _admitted(20_000.0, 1470.6))
+
+    assert tok_s == pytest.approx(6_144_000 / 352.256)
+    assert tok_s == pytest.approx(17_441.9, abs=0.1)
+    assert asked == [60]
+
+
+def test_fewer_equal_requests_than_the_batch_run_as_one_round_of_all_of_them(monkeypatch):
+    # 1,500 requests where 3,800 would fit: the run never holds more than 1,500.
+    monkeypatch.setattr(
+        bench, "_estimate", lambda fields, engines: _admitted(9_000.0, fields["concurrency"])
+    )
+    request = {"output_len": 4096, "concurrency": None, "request_rate": None}
+    case = {"requests": 1500, "request": request, "row": {"input_len": 128, "output_len": 4096}}
+
+    assert bench.finite_run_tok_s(case, _admitted(40_000.0, 3800.0)) == 9_000.0
+
+
+def test_a_saturated_run_of_varied_lengths_keeps_the_steady_rate(monkeypatch):
+    monkeypatch.setattr(bench, "_estimate", lambda fields, engines: _admitted(1.0, 1.0))
+    request = {"output_len": 200, "concurrency": None, "request_rate": None}
+    sharegpt = {"input_len": "ShareGPT (~206 mean input tokens, 200 prompts)", "output_len": 200}
+
+    case = {"requests": 200, "request": request, "row": sharegpt}
+
+    assert bench.finite_run_tok_s(case, _admitted(6_400.0, 64.0)) == 6_400.0
+    assert bench._fixed_lengths({"input_len": 128, "output_len": 2048})
+    assert not bench._fixed_lengths(sharegpt)
+    assert not bench._fixed_lengths(None)
+
+
 def test_bands_are_never_written_from_the_unshipped_hard_roofline(monkeypatch, capsys):
     monkeypatch.setattr("sys.argv", ["sizing.py", "--hard-roofline", "--write-bands"])
 
