@@ -9,6 +9,7 @@ import pytest
 from browser_support import browser, page  # noqa: F401  (one session browser for all)
 from db_marks import require_postgresql
 from kubernetes_support import apiservers  # noqa: F401  (two fake Kubernetes clusters)
+from prometheus_support import prometheuses  # noqa: F401  (three recording Prometheus)
 
 from pools.audit import models as audit_models
 from pools.inventory import models as inventory_models
