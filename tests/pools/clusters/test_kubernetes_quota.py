@@ -14,20 +14,12 @@ from pools.capacity.models import CapacityRequest, SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_all, reconcile_cluster
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.common.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 
 def l40s_pool(slug: str, cluster: Cluster | None, gpu_model: GpuModel):
