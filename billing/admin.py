@@ -1,11 +1,20 @@
-"""Django admin of billing: rate-card changes are audited; usage, imports and statements are
-read-only (importers and the statement services write them)."""
+"""Django admin of billing: rate-card changes are audited and held to the rate-card service's
+rules; usage, imports and statements are read-only (importers and the statement services write
+them)."""
 
-from django.contrib import admin
+from django import forms
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.db import transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from billing import models
+from billing.errors import RateCardConflict
+from billing.services.rates import rate_card_check
 from billing.services.versions import price_list_changed
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
+from pools.common.errors import InvalidInput
 
 
 class RateCardEntryInline(admin.TabularInline):
@@ -13,10 +22,67 @@ class RateCardEntryInline(admin.TabularInline):
     extra = 0
 
 
+class RateCardForm(forms.ModelForm):
+    """A rate card as the admin adds or changes it, refused as :func:`rate_card_create` refuses
+    one, by the same check (:func:`billing.services.rates.rate_card_check`): a month shared with
+    a card of another currency is an error on ``currency``, an overlap with another card an
+    error of the form. Nothing is saved then."""
+
+    class Meta:
+        model = models.RateCard
+        fields = ["name", "currency", "effective_from", "effective_to",
+                  "replayed_tokens_charged", "replayed_tokens_count_to_quota"]  # fmt: skip
+
+    def clean(self):
+        data = super().clean()
+        if any(name in self.errors for name in ("currency", "effective_from", "effective_to")):
+            return data  # the field's own error says it; the dates cannot be checked yet
+        card = models.RateCard(
+            pk=self.instance.pk,
+            name=data.get("name") or "",
+            currency=data["currency"],
+            effective_from=data["effective_from"],
+            effective_to=data.get("effective_to"),
+        )
+        try:
+            rate_card_check(card)
+        except RateCardConflict as exc:
+            self.add_error(None, exc.message)
+        except InvalidInput as exc:
+            for field, errors in exc.data["errors"].items():
+                self.add_error(field, errors)
+        return data
+
+
 @admin.register(models.RateCard)
 class RateCardAdmin(AuditedAdmin):
+    """Rate cards with their entries. Adding or changing one is checked by :class:`RateCardForm`;
+    deleting one by the same check (:meth:`delete_view`: the card before it would run on into
+    the months it leaves), one card at a time (no bulk delete)."""
+
+    form = RateCardForm
     list_display = ["name", "currency", "effective_from", "effective_to"]
     inlines = [RateCardEntryInline]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # each deletion is checked on its own
+        return actions
+
+    def delete_view(self, request, object_id, extra_context=None):
+        # one transaction: the check's lock is held until the deletion commits
+        with transaction.atomic():
+            posted = request.method == "POST"
+            card = self.get_object(request, unquote(object_id)) if posted else None
+            if card is not None:
+                try:
+                    rate_card_check(card, delete=True)
+                except (InvalidInput, RateCardConflict) as exc:
+                    self.message_user(request, exc.message, messages.ERROR)
+                    return HttpResponseRedirect(
+                        reverse("admin:billing_ratecard_change", args=[card.pk])
+                    )
+            return super().delete_view(request, object_id, extra_context)
 
     def snapshot(self, obj) -> dict:
         return {
