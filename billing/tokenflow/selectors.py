@@ -34,7 +34,6 @@ from django.db.models.functions import Cast
 
 from billing.choices import RateKind
 from billing.conf import billing_zone
-from billing.errors import RateCardConflict
 from billing.pricing import month_of, next_month, round_money
 from billing.rate_periods import RatePeriod, price_for, rate_periods
 from pools.tokenflow.flow import FlowSummary
@@ -63,10 +62,7 @@ def _periods(since: datetime, until: datetime) -> list[RatePeriod]:
     last = month_of(until - timedelta(microseconds=1), zone)
     out: list[RatePeriod] = []
     while month <= last:
-        try:
-            out.extend(p for p in rate_periods(month=month, zone=zone) if p.card_id)
-        except RateCardConflict:
-            pass  # mixed currencies in the month: no single price; its tasks stay unpriced
+        out.extend(p for p in rate_periods(month=month, zone=zone) if p.card_id)
         month = next_month(month)
     return out
 
