@@ -2,7 +2,6 @@
 rules; usage, imports and statements are read-only (importers and the statement services write
 them)."""
 
-from django import forms
 from django.contrib import admin, messages
 from django.contrib.admin.utils import unquote
 from django.db import transaction
@@ -11,6 +10,7 @@ from django.urls import reverse
 
 from billing import models
 from billing.errors import RateCardConflict
+from billing.forms import RateCardForm
 from billing.services.rates import rate_card_check
 from billing.services.versions import price_list_changed
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
@@ -20,38 +20,6 @@ from pools.common.errors import InvalidInput
 class RateCardEntryInline(admin.TabularInline):
     model = models.RateCardEntry
     extra = 0
-
-
-class RateCardForm(forms.ModelForm):
-    """A rate card as the admin adds or changes it, refused as :func:`rate_card_create` refuses
-    one, by the same check (:func:`billing.services.rates.rate_card_check`): a month shared with
-    a card of another currency is an error on ``currency``, an overlap with another card an
-    error of the form. Nothing is saved then."""
-
-    class Meta:
-        model = models.RateCard
-        fields = ["name", "currency", "effective_from", "effective_to",
-                  "replayed_tokens_charged", "replayed_tokens_count_to_quota"]  # fmt: skip
-
-    def clean(self):
-        data = super().clean()
-        if any(name in self.errors for name in ("currency", "effective_from", "effective_to")):
-            return data  # the field's own error says it; the dates cannot be checked yet
-        card = models.RateCard(
-            pk=self.instance.pk,
-            name=data.get("name") or "",
-            currency=data["currency"],
-            effective_from=data["effective_from"],
-            effective_to=data.get("effective_to"),
-        )
-        try:
-            rate_card_check(card)
-        except RateCardConflict as exc:
-            self.add_error(None, exc.message)
-        except InvalidInput as exc:
-            for field, errors in exc.data["errors"].items():
-                self.add_error(field, errors)
-        return data
 
 
 @admin.register(models.RateCard)
