@@ -171,10 +171,25 @@ def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
 
 
 def rate_period_at(instant: datetime, *, zone: tzinfo) -> RatePeriod | None:
-    """The period of prices in force at ``instant`` (aware); ``None`` in a gap between cards.
-    Every writer of rate cards runs :func:`billing.services.rates.rate_card_check`, so no month
-    mixes currencies (:func:`rate_periods` raises :class:`RateCardConflict` if one does)."""
-    return period_in(rate_periods(month=month_of(instant, zone), zone=zone), instant)
+    """The period of prices in force at ``instant`` (aware); ``None`` when the month's cards
+    mix currencies (no single price list to read)."""
+    try:
+        periods = rate_periods(month=month_of(instant, zone), zone=zone)
+    except RateCardConflict:
+        return None
+    return period_in(periods, instant)
+
+
+def rate_periods_or_unpriced(*, month: date, zone: tzinfo) -> list[RatePeriod]:
+    """:func:`rate_periods`; when the month's cards mix currencies (no single price list to
+    read), one period without a card over the whole month instead: nothing in it is priced, as
+    in a gap between cards, where :func:`rate_period_at` answers ``None``."""
+    try:
+        return rate_periods(month=month, zone=zone)
+    except RateCardConflict:
+        end = next_month(month)
+        start_at, end_at = local_midnight(month, zone), local_midnight(end, zone)
+        return [RatePeriod(start_at, end_at, month, end, None, None, {})]
 
 
 def period_in(periods: list[RatePeriod], instant: datetime) -> RatePeriod | None:

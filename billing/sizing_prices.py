@@ -24,7 +24,7 @@ def reserved_card_hour_prices(
     *, gpu_slugs: list[str], now: datetime | None = None
 ) -> tuple[str | None, dict[str, Decimal]]:
     """``(currency, {gpu model slug: price per card-hour})`` of the reserved rate in force at
-    ``now``; ``(None, {})`` without a rate card. Models
+    ``now``; ``(None, {})`` without a rate card (or with currencies mixed in the month). Models
     the card has no reserved price for are left out (unknown, never 0)."""
     period = rate_period_at(now or timezone.now(), zone=billing_zone())
     if period is None or period.currency is None:

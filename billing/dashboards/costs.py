@@ -173,7 +173,8 @@ def stranded_costs(
     """Price each row's stranded card-hours at today's reserved rate for its GPU model (the
     rate card in force at ``now``; the horizon's later rate changes are not applied).
     ``periods``: ``now``'s month's :func:`~billing.rate_periods.rate_periods` if the caller
-    read them (no query here), else read here."""
+    read them (no query here), else read here (unpriced when that month's cards mix
+    currencies)."""
     if periods is None:
         period = rate_period_at(now, zone=billing_zone())
     else:

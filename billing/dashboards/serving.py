@@ -19,7 +19,7 @@ from decimal import Decimal
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.pricing import month_bounds, round_money
-from billing.rate_periods import RatePeriod, price_for, rate_periods
+from billing.rate_periods import RatePeriod, price_for, rate_periods_or_unpriced
 from pools.capacity.models import Allocation
 from pools.serving.efficiency import Usage, cost_per_million
 from pools.serving.selectors import (
@@ -51,12 +51,13 @@ def serving_efficiency(
     """Per allocation id, the month's efficiency (module docstring). One usage query per rate
     period of the month (one, unless the rate card changed within it). ``periods``: the
     month's :func:`~billing.rate_periods.rate_periods` if the caller read them (the rate cards
-    are not read again), else read here."""
+    are not read again), else read here; a month whose cards mix currencies has no cost
+    (:func:`~billing.rate_periods.rate_periods_or_unpriced`), its usage is still counted."""
     allocations = list(allocations)
     zone = billing_zone()
     start, end = month_bounds(month, zone)
     if periods is None:
-        periods = rate_periods(month=month, zone=zone)
+        periods = rate_periods_or_unpriced(month=month, zone=zone)
     periods = [p for p in periods if p.end > start and p.start < end]
     currency = next((p.currency for p in periods if p.currency), None) or "EUR"
     models = {a.pk: a.gpu_model_id for a in allocations}

@@ -29,7 +29,7 @@ from billing.conf import billing_zone
 from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
-from billing.rate_periods import RatePeriod, rate_periods
+from billing.rate_periods import RatePeriod, rate_periods_or_unpriced
 from pools.clusters.selectors import cluster_list
 from pools.common.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
@@ -372,7 +372,8 @@ def _load_board(filters, now, export) -> _Board:
     month_start = local_midnight(this_month, billing_zone())
     served = serving_selectors.allocations_served(start=month_start, end=now + timedelta(minutes=5))
     serving_state = serving_selectors.serving_state(now=now)
-    periods = rate_periods(month=this_month, zone=billing_zone())
+    # cards mixing currencies this month: nothing priced (no serving cost, no stranded cost)
+    periods = rate_periods_or_unpriced(month=this_month, zone=billing_zone())
     serving_rows = serving_dash.serving_rows(
         allocations=served, month=this_month, now=now, state=serving_state, periods=periods
     )

@@ -34,6 +34,7 @@ from django.db.models.functions import Cast
 
 from billing.choices import RateKind
 from billing.conf import billing_zone
+from billing.errors import RateCardConflict
 from billing.pricing import month_of, next_month, round_money
 from billing.rate_periods import RatePeriod, price_for, rate_periods
 from pools.tokenflow.flow import FlowSummary
@@ -62,7 +63,10 @@ def _periods(since: datetime, until: datetime) -> list[RatePeriod]:
     last = month_of(until - timedelta(microseconds=1), zone)
     out: list[RatePeriod] = []
     while month <= last:
-        out.extend(p for p in rate_periods(month=month, zone=zone) if p.card_id)
+        try:
+            out.extend(p for p in rate_periods(month=month, zone=zone) if p.card_id)
+        except RateCardConflict:
+            pass  # mixed currencies in the month: no single price; its tasks stay unpriced
         month = next_month(month)
     return out
 

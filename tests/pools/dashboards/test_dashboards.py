@@ -27,11 +27,13 @@ from factories import (
     NodeFactory,
     PoolFactory,
     RateCardEntryFactory,
+    RateCardFactory,
     TeamFactory,
     UserFactory,
 )
 
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
+from billing.conf import billing_zone
 from billing.models import Statement, UsageRecord
 from billing.pricing import month_of, previous_month
 from pools.capacity.generation import GENERATION_KEY as ALLOCATIONS_GENERATION_KEY
@@ -340,3 +342,17 @@ def test_the_page_reads_this_months_rate_cards_once_for_serving_and_stranded(
     sql = [q["sql"] for q in ctx.captured_queries]
     assert sum(' FROM "billing_ratecard" ' in s for s in sql) == 3
     assert sum(' FROM "billing_ratecardentry" ' in s for s in sql) == 3
+
+
+def test_a_month_whose_rate_cards_mix_currencies_is_shown_unpriced(fleet, django_user_model):
+    """A EUR card in force from before the month and a USD one from its 2nd day: no single
+    price list for the month, so the admin dashboard shows it without serving or stranded costs
+    (a 500 before: the serving efficiency raised the rate cards' conflict)."""
+    first = month_of(timezone.now(), billing_zone())
+    RateCardFactory(currency="EUR", effective_from=first - timedelta(days=40))
+    RateCardFactory(currency="USD", effective_from=first + timedelta(days=1))
+    admin = _admin_client(django_user_model)
+    page = admin.get("/dashboard/")
+    assert page.status_code == 200
+    assert page.context["stranded"]
+    assert all(row.amount is None for row in page.context["stranded"])
