@@ -1,4 +1,4 @@
-"""The demo's past, told at the time it happened (h-small item 3).
+"""The demo's past, told at the time it happened.
 
 Some demo allocations must have started days ago (idle findings, elastic history stand on
 them). Granting them now and moving their window back afterwards left their requests submitted
