@@ -80,7 +80,7 @@ class Overcommit:
 def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
     """Every pool × GPU model (and MIG profile) over-committed at some instant from ``now`` on
     (see the module doc), by pool, model slug and profile. A constant number of queries,
-    whatever the number of pairs or of those over (issue #29's N+1, h-small item 1): the pairs
+    whatever the number of pairs or of those over (issue #29's N+1): the pairs
     with the cards they hold from now on in all (:func:`_holding_pairs`, kept per allocations'
     generation) and the slice triples (one each); the pools and models (one each); then, for
     whole cards, the census (:func:`pools.inventory.selectors.inventory_census`, kept per

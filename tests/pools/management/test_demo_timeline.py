@@ -1,4 +1,4 @@
-"""The demo's requests happened before the allocations they granted (h-small item 3): the
+"""The demo's requests happened before the allocations they granted: the
 loaders move some allocations' windows into the past (``load_demo``'s idle findings and
 elastic history, ``load_demo_billing``'s past months), and move with them the requests they
 came from and those requests' and allocations' audit events, so that a request's page never
