@@ -17,6 +17,7 @@ one allocation, the engine with more requests in the bucket answers (their bucke
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -138,7 +139,19 @@ def allocation_values(targets: list[TargetReadings]) -> Values:
     tx, rx = out.fields.pop("nvlink_tx_bytes_s"), out.fields.pop("nvlink_rx_bytes_s")
     out.fields["nvlink_bytes_s"] = None if tx is None and rx is None else (tx or 0.0) + (rx or 0.0)
     out.engines = tuple(sorted(engines))
+    _overflow_unknown(out)
     return out
+
+
+def _overflow_unknown(out: Values) -> None:
+    """A value past a float (``inf``, or ``nan`` from ``inf / inf``) is unknown, with a note:
+    exporters answer only finite numbers (the adapter reads ``NaN`` / ``±Inf`` as ``None``),
+    but two engines' 1.7e308 add up to ``inf``, as does a KV share of 1e307 x 100; stored, it
+    made every serving read a 500 (JSON has no Infinity)."""
+    for key, value in out.fields.items():
+        if value is not None and not math.isfinite(value):
+            out.fields[key] = None
+            out.notes.append(f"{key}: the exporters' values add up past a float; unknown")
 
 
 def _merge(targets: list[TargetReadings]):

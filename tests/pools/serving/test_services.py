@@ -261,3 +261,33 @@ def test_the_last_rollup_expiring_takes_the_allocation_off_the_served_list(servi
 )
 def test_months_before_is_calendar_months(moment, months, expected):
     assert months_before(moment, months) == expected
+
+
+def test_values_that_overflow_a_float_are_stored_unknown_and_read_back(serving, api_as, pool_admin):
+    """An exporter gone wrong answers 1.7e308 (finite, the largest floats are ~1.8e308): two
+    engines' tokens add up to 3.4e308 and the KV share x 100 is 1.7e310, both past a float
+    (``inf``). Stored as ``inf`` they made every serving read a 500 (JSON has no Infinity);
+    they are unknown, each named in ``notes``, while a finite value is kept as read."""
+    a = serving[0]
+    huge = 1.7e308
+    answers = [
+        term("generation_tokens", "vllm", "vllm:generation_tokens_total", huge),
+        term("generation_tokens", "sglang", "sglang:generation_tokens_total", huge),
+        term("kv_cache_usage_pct", "vllm", "vllm:kv_cache_usage_perc", huge),
+        term("prompt_tokens", "vllm", "vllm:prompt_tokens_total", huge),
+        term("requests_running", "vllm", "vllm:num_requests_running", 4),
+    ]
+
+    serving_rollup_pass(now=NOW, metrics=StubPrometheus(answers))
+
+    row = ServingRollup.objects.get(allocation=a)
+    assert row.generation_tokens is None and row.kv_cache_usage_pct is None
+    assert (row.prompt_tokens, row.requests_running) == (huge, 4)
+    assert [n.split(":")[0] for n in row.notes] == ["kv_cache_usage_pct", "generation_tokens"]
+    client = api_as(pool_admin)
+    for url in ("/api/v1/serving/", f"/api/v1/serving/{a.pk}/series/",
+                f"/api/v1/serving/{a.pk}/efficiency/?month=2026-12"):  # fmt: skip
+        assert client.get(url).status_code == 200, url
+    body = client.get(f"/api/v1/serving/{a.pk}/").json()
+    assert body["values"]["generation_tokens"] is None
+    assert body["values"]["kv_cache_usage_pct"] is None
