@@ -49,9 +49,11 @@ class Unmatched:
     series: int
 
     def as_dict(self) -> dict:
+        """As the run stores it: a NUL in a label (label values are any UTF-8) as U+FFFD,
+        since PostgreSQL's jsonb refuses ``\\u0000`` (it failed the whole pass)."""
         return {
-            "namespace": self.namespace,
-            "allocation_label": self.allocation_label,
+            "namespace": self.namespace.replace("\x00", "\ufffd"),
+            "allocation_label": self.allocation_label.replace("\x00", "\ufffd"),
             "reason": self.reason,
             "series": self.series,
         }

@@ -307,3 +307,25 @@ def test_values_no_exporter_can_mean_are_stored_unknown_and_read_back(serving, a
     assert body["total"]["output_tokens"] is None and body["total"]["input_tokens"] is None
     # 2 cards x 2 buckets x 300 s = 1,200 card-s = 0.333 card-h
     assert body["total"]["held_card_hours"] == "0.333"
+
+
+def test_a_nul_in_a_pods_labels_does_not_lose_the_pass(serving):
+    """A namespace or ``portal_allocation`` label with a NUL character (label values are any
+    UTF-8) is listed unmatched; PostgreSQL's jsonb refuses ``\\u0000``, so storing it as read
+    failed the whole pass with a DataError: no allocation got its rollup, every 5 minutes while
+    such a pod ran. The NUL is listed as U+FFFD; the other targets are rolled up as usual."""
+    a = serving[0]
+    answers = [
+        term("requests_running", "vllm", "vllm:num_requests_running", 4),
+        term("requests_running", "vllm", "vllm:num_requests_running", 1, namespace="team-\x00x"),
+        term("requests_running", "vllm", "vllm:num_requests_running", 1, allocation="7\x00"),
+    ]
+
+    run = serving_rollup_pass(now=NOW, metrics=StubPrometheus(answers))
+
+    assert run.ok and ServingRollup.objects.get(allocation=a).requests_running == 4
+    stored = ServingRollupRun.objects.get(pk=run.pk)
+    assert sorted((u["namespace"], u["allocation_label"]) for u in stored.unmatched) == [
+        ("team-nlp", "7\ufffd"),
+        ("team-\ufffdx", ""),
+    ]
