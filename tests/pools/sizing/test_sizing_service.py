@@ -767,3 +767,16 @@ def test_a_config_json_count_that_is_not_a_whole_number_is_its_field_error(overr
     assert errors == {
         f"custom_model.{field}": f"{field} in the config.json must be a whole number, got {given}"
     }
+
+
+def test_a_config_json_with_zero_kv_heads_is_refused_not_read_as_multi_head():
+    """Found by hand (newcomer probe of /sizing/): ``"num_key_value_heads": 0`` was read as
+    absent and sized as 32 KV heads (4x Llama-3-8B's 8: four times the KV cache per token)."""
+    config = {**LLAMA3_8B_CONFIG, "num_key_value_heads": 0}
+
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": config}})
+
+    assert caught.value.data["errors"] == {
+        "custom_model.num_kv_heads": "num_kv_heads must be a positive integer, got 0"
+    }
