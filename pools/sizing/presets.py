@@ -755,10 +755,8 @@ def _kv_heads(config: Mapping[str, Any], required: dict[str, Any]) -> Any:
 def _hf_head_dim(config: Mapping[str, Any], required: dict[str, Any], rope: Any) -> Any:
     """``head_dim``; MLA: ``qk_nope_head_dim`` + ``qk_rope_head_dim``; absent: hidden / heads."""
     head_dim = config.get("head_dim")
-    nope = config.get("qk_nope_head_dim")
-    if rope is not None and nope is not None:
-        # a count that is no whole number is kept as given, for custom_model_arch to name
-        head_dim = nope + rope if _whole(nope) and _whole(rope) else nope
+    if rope is not None and config.get("qk_nope_head_dim") is not None:
+        head_dim = config["qk_nope_head_dim"] + rope
     hidden, heads = required["hidden_size"], required["num_attention_heads"]
     if head_dim is None and isinstance(hidden, int) and isinstance(heads, int) and heads > 0:
         head_dim = hidden // heads
@@ -808,25 +806,6 @@ _EXTRA_ARCH_KEYS = (
     "v_head_dim",
     "moe_layer_interval",
 )
-
-
-def _whole(value: Any) -> bool:
-    """True for an ``int`` that is not a ``bool`` (JSON's ``true`` is Python's 1)."""
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _count_type_errors(fields: Mapping[str, Any]) -> dict[str, str]:
-    """``{field: message}`` for every count of a custom architecture that is given but is no
-    whole number (a string, a float, a bool, a list …), which only a pasted config.json can
-    bring (the form's and the API's fields are whole numbers already). Checked before the
-    parameters are counted: ``3 * hidden * [1, 2]`` or ``"32" * layer`` was a TypeError, a 500.
-    Signs and ranges are :class:`ModelArch`'s to check."""
-    counts = (*CUSTOM_ARCH_FIELDS, "q_lora_rank", "v_head_dim", "moe_layer_interval")
-    return {
-        key: f"{key} in the config.json must be a whole number, got {fields[key]!r}"
-        for key in counts
-        if fields.get(key) is not None and not _whole(fields[key])
-    }
 
 
 def custom_arch_errors(fields: Mapping[str, Any]) -> dict[str, str]:
@@ -879,9 +858,7 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
     Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
-    text, or text nested deeper than 64 levels; the config reader's errors; ``not_a_number``
-    with ``errors`` ``{field: message}`` for every count that is no whole number
-    (:func:`_count_type_errors`); ``missing`` (field
+    text, or text nested deeper than 64 levels; the config reader's errors; ``missing`` (field
     named) for a required field that neither gives; ``inconsistent`` with ``errors``
     ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
     first of them).
@@ -907,10 +884,6 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
         if custom.get(key) is not None:
             fields[key] = custom[key]
-    wrong = _count_type_errors(fields)
-    if wrong:  # a string hidden size leaves head_dim underived: name the cause alone
-        first = next(iter(wrong))
-        raise SizingInputError(wrong[first], reason="not_a_number", field=first, errors=wrong)
     missing = {
         key: f"{key} is required for a custom architecture (or give its config.json)"
         for key in REQUIRED_ARCH_FIELDS

@@ -134,8 +134,8 @@ def test_a_pasted_config_with_a_list_for_a_count_is_a_field_error_not_a_500(flee
     assert response.status_code == 200
     html = response.content.decode()
     assert "Fix these inputs" in html
-    assert 'data-field="custom_model.intermediate_size"' in html
-    assert "intermediate_size in the config.json must be a whole number, got [1, 2]" in html
+    assert 'data-field="custom_model.config"' in html
+    assert "the config.json&#x27;s intermediate_size is [1, 2]: each must be a whole number" in html
 
 
 def test_a_context_above_the_models_maximum_is_an_error(fleet, member_page):

@@ -735,16 +735,16 @@ LLAMA3_8B_CONFIG = {
 
 
 @pytest.mark.parametrize(
-    ("override", "field", "given"),
+    ("override", "key", "given"),
     [
         ({"intermediate_size": [1, 2]}, "intermediate_size", "[1, 2]"),
-        ({"num_hidden_layers": "32"}, "num_layers", "'32'"),
+        ({"num_hidden_layers": "32"}, "num_hidden_layers", "'32'"),
         ({"hidden_size": "4096"}, "hidden_size", "'4096'"),
         ({"hidden_size": 4096.5}, "hidden_size", "4096.5"),
         ({"vocab_size": True}, "vocab_size", "True"),
         (
             {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": "128"},
-            "head_dim",
+            "qk_nope_head_dim",
             "'128'",
         ),
         (
@@ -754,18 +754,19 @@ LLAMA3_8B_CONFIG = {
         ),
     ],
 )
-def test_a_config_json_count_that_is_not_a_whole_number_is_its_field_error(override, field, given):
+def test_a_config_json_count_that_is_not_a_whole_number_is_refused_by_its_key(override, key, given):
     """Found by hand (newcomer probe of /sizing/): a pasted config.json whose count was a list
     or a string reached the parameter count (``3 * hidden * [1, 2]``, ``"32" * layer``), whose
-    TypeError was the page's 500; a string hidden size was reported as a missing head_dim."""
+    TypeError was the page's 500; a string hidden size was reported as a missing head_dim. The
+    config's one count rule names the key and what it holds, and nothing else is reported."""
     config = {**LLAMA3_8B_CONFIG, **override}
 
     with pytest.raises(InvalidInput) as caught:
         sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": config}})
 
-    errors = caught.value.data["errors"]
-    assert errors == {
-        f"custom_model.{field}": f"{field} in the config.json must be a whole number, got {given}"
+    assert caught.value.data["errors"] == {
+        "custom_model.config": f"the config.json's {key} is {given}: each must be a whole "
+        "number from 0 to 10,000,000,000,000"
     }
 
 
