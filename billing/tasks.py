@@ -21,6 +21,7 @@ from billing.services.extra_charges_prometheus import (
     extra_charges_import_prometheus,
 )
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
+from billing.services.prometheus_meters import usage_import_meters
 from billing.services.shared_card_import import shared_card_usage_import
 from billing.services.statements import statements_close_month
 from billing.services.usage_import import (
@@ -104,29 +105,35 @@ def usage_import_cluster_task(cluster_id: int, hours: int = 48) -> int | None:
     max_retries=6,
 )
 def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
-    """Import Kubernetes GPU requests, vLLM token counters and pods on shared cards' replicas
-    (:mod:`billing.services.shared_card_import`) of the last ``hours`` from
-    ``settings.PROMETHEUS_URL`` (none configured: nothing). Records are keyed by billing day,
-    so overlapping windows are harmless."""
-    metrics = metrics_adapter()
-    if metrics is None:
-        return {}
+    """Import Kubernetes GPU requests and vLLM token counters of the last ``hours`` from every
+    cluster's Prometheus, each distinct URL once (:mod:`billing.services.prometheus_meters`:
+    ``Cluster.prometheus_url``, blank = ``settings.PROMETHEUS_URL``; no URL anywhere: nothing),
+    and pods on shared cards' replicas (:mod:`billing.services.shared_card_import`) from
+    ``settings.PROMETHEUS_URL``. Records are keyed by cluster and billing day, so overlapping
+    windows are harmless. A Prometheus that cannot be reached is kept as its clusters' error
+    and the others are imported; then :class:`SchedulerUnavailable` is raised so the task is
+    retried (safe: nothing is counted twice)."""
     end = timezone.now()
     start = end - timedelta(hours=hours)
-    try:
-        return {
-            "kubernetes": usage_import_kubernetes(
+    imported = usage_import_meters(
+        importers={"kubernetes": usage_import_kubernetes, "vllm-tokens": usage_import_vllm_tokens},
+        start=start,
+        end=end,
+        now=end,
+    )
+    counts = dict(imported.created)
+    metrics = metrics_adapter()
+    if metrics is not None:
+        try:
+            counts["shared-cards"] = shared_card_usage_import(
                 metrics=metrics, start=start, end=end
-            ).records_created,
-            "vllm-tokens": usage_import_vllm_tokens(
-                metrics=metrics, start=start, end=end
-            ).records_created,
-            "shared-cards": shared_card_usage_import(
-                metrics=metrics, start=start, end=end
-            ).records_created,
-        }
-    finally:
-        metrics.close()
+            ).records_created
+        finally:
+            metrics.close()
+    if any(f["transient"] for f in imported.failed):
+        failed = "; ".join(f"{f['url']}: {f['error']}" for f in imported.failed)
+        raise SchedulerUnavailable(f"Prometheus not read, the others imported: {failed}")
+    return counts
 
 
 @shared_task(
