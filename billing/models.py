@@ -270,7 +270,7 @@ class MetricsUrlSpan(models.Model):
     since = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = ["cluster_id", "since", "id"]
+        ordering = ["cluster_id", F("since").asc(nulls_first=True), "id"]
         constraints = [
             models.UniqueConstraint(
                 fields=["cluster", "since"],

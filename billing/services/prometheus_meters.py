@@ -46,6 +46,7 @@ from datetime import datetime
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 
 from billing.locks import billing_lock
 from billing.models import MetricsUrlSpan
@@ -169,7 +170,7 @@ def metrics_spans_sync(*, now: datetime) -> dict[ClusterKey, list[tuple[datetime
         billing_lock(SPANS_LOCK)
         spans: dict[ClusterKey, list[tuple[datetime | None, str]]] = defaultdict(list)
         for cluster_id, since, url in MetricsUrlSpan.objects.order_by(
-            "cluster_id", "since", "id"
+            "cluster_id", F("since").asc(nulls_first=True), "id"
         ).values_list("cluster_id", "since", "url"):
             spans[cluster_id].append((since, url))
         for key, url in urls.items():
