@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.utils import timezone
@@ -130,9 +131,7 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
             ).records_created
         finally:
             metrics.close()
-    if any(f["transient"] for f in imported.failed):
-        failed = "; ".join(f"{f['url']}: {f['error']}" for f in imported.failed)
-        raise SchedulerUnavailable(f"Prometheus not read, the others imported: {failed}")
+    _raise_if_transient(imported.failed)
     return counts
 
 
@@ -144,26 +143,39 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
 )
 def extra_charges_prometheus_task(hours: int = 48) -> dict[str, int]:
     """Beat (hourly): storage and egress of every billing month the last ``hours`` touch, each
-    month whole up to now, from ``settings.PROMETHEUS_URL``
-    (:mod:`billing.services.extra_charges_prometheus`; no URL or no PromQL configured:
-    nothing). One record per charge, team and month: running it twice writes nothing new."""
+    month whole up to now, from every cluster's Prometheus, each distinct URL once
+    (:mod:`billing.services.extra_charges_prometheus`, :mod:`billing.services.prometheus_meters`;
+    no URL or no PromQL configured: nothing). One record per charge, team, cluster and month
+    (and span, after a cluster's Prometheus changed): running it twice writes nothing new. A
+    Prometheus that cannot be reached is its clusters' error, the others are imported, then
+    :class:`SchedulerUnavailable` is raised so the task is retried."""
     charges = configured_charges()
-    metrics = metrics_adapter() if charges else None
-    if metrics is None:
+    if not charges:
         return {}
     end = timezone.now()
-    try:
-        imported = extra_charges_import_prometheus(
-            metrics=metrics, start=end - timedelta(hours=hours), end=end, charges=charges
-        )
-    finally:
-        metrics.close()
+    imported = usage_import_meters(
+        importers={"extra": partial(extra_charges_import_prometheus, charges=charges)},
+        start=end - timedelta(hours=hours),
+        end=end,
+        now=end,
+    )
+    _raise_if_transient(imported.failed)
+    if not imported.imports:
+        return {}
     return {
-        "created": imported.records_created,
-        "updated": imported.records_updated,
-        "unchanged": imported.records_unchanged,
-        "issues": len(imported.issues),
+        "created": sum(i.records_created for i in imported.imports),
+        "updated": sum(i.records_updated for i in imported.imports),
+        "unchanged": sum(i.records_unchanged for i in imported.imports),
+        "issues": sum(len(i.issues) for i in imported.imports),
     }
+
+
+def _raise_if_transient(failed: list[dict]) -> None:
+    """Raise :class:`SchedulerUnavailable` naming the Prometheus servers that could not be read
+    when one may answer later (the task is then retried; what was read is kept)."""
+    if any(f["transient"] for f in failed):
+        names = "; ".join(f"{f['url']}: {f['error']}" for f in failed)
+        raise SchedulerUnavailable(f"Prometheus not read, the others imported: {names}")
 
 
 @shared_task(acks_late=True)
