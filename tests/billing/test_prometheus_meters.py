@@ -6,18 +6,21 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from urllib.parse import parse_qs
 
+import httpx
 import pytest
-from factories import ClusterFactory, NodeFactory, PoolFactory
+from factories import AllocationFactory, ClusterFactory, NodeFactory, PoolFactory
 
 from billing.choices import UsageSource
 from billing.models import MetricsUrlSpan, UsageImport, UsageRecord
+from billing.services.extra_charges_prometheus import extra_charges_import_prometheus
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
 from billing.services.prometheus_meters import usage_import_meters
 from pools.clusters.models import ClusterError
 from pools.common.choices import Scheduler
 from scheduler_adapters.errors import SchedulerUnavailable
-from scheduler_adapters.prometheus import Sample, Series
+from scheduler_adapters.prometheus import PrometheusAdapter, Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
 pytestmark = pytest.mark.django_db
@@ -204,3 +207,67 @@ def test_an_unreachable_prometheus_is_its_clusters_error_and_the_others_are_impo
     a.refresh_from_db()
     b.refresh_from_db()
     assert (a.usage_imported_at, b.usage_imported_at is not None) == (None, True)
+
+
+def _egress_prometheus(answers: dict[datetime, float]):
+    """A Prometheus (real adapter, HTTP mocked) answering the egress increase query at each
+    time of ``answers`` with that many bytes for namespace ``nlp-infer``; keeps the
+    ``(time, query)`` asked."""
+    asked: list[tuple[datetime, str]] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        params = {k: v[0] for k, v in parse_qs(request.url.query.decode()).items()}
+        at = datetime.fromtimestamp(float(params["time"]), tz=UTC)
+        asked.append((at, params["query"]))
+        result = [
+            {"metric": {"namespace": "nlp-infer"}, "value": [at.timestamp(), str(answers[at])]}
+        ]
+        body = {"status": "success", "data": {"resultType": "vector", "result": result}}
+        return httpx.Response(200, json=body)
+
+    def adapter() -> PrometheusAdapter:  # a new one per import: each is closed after it
+        return PrometheusAdapter("http://p.test", transport=httpx.MockTransport(answer))
+
+    return adapter, asked
+
+
+def test_egress_after_a_switch_is_read_per_stretch_and_billed_once(team, settings):
+    # Namespace nlp-infer is bound to nlp's allocation in cluster x's pool. x reads the shared
+    # Prometheus until the import of 1 Nov 12:00 sees its own URL. Egress is an increase, so
+    # no read may straddle the switch:
+    #   import at 11:00 (x on the shared one): its increase over [00:00, 11:00) = 4 GB;
+    #   import at 12:00 (the same record): the shared one's increase over [00:00, 12:00)
+    #     = 5 GB (x's span on its own starts at 12:00, this period's end: nothing for it);
+    #   import at 15:00: [00:00, 12:00) from the shared = 5 GB again (unchanged), and
+    #     [12:00, 15:00) from its own = 3 GB, keyed with the span's start. The own server's
+    #     answer for [00:00, 12:00) (9 GB) and the shared one's for [12:00, 15:00) (7 GB)
+    #     are another meter's and not billed. Total 8 GB.
+    settings.PROMETHEUS_URL = SHARED
+    settings.EXTRA_CHARGES_STORAGE_PROMQL = ""
+    settings.EXTRA_CHARGES_EGRESS_PROMQL = "container_network_transmit_bytes_total"
+    x = k8s_cluster("x")
+    pool = x.pools.get()
+    AllocationFactory(team=team, pool=pool, scheduler_binding={"namespace": "nlp-infer"})
+    nov, noon, three = utc(2026, 11, 1), utc(2026, 11, 1, 12), utc(2026, 11, 1, 15)
+    shared, shared_asked = _egress_prometheus({utc(2026, 11, 1, 11): 4e9, noon: 5e9, three: 7e9})
+    own, own_asked = _egress_prometheus({noon: 9e9, three: 3e9})
+    servers = {SHARED: shared, OWN_A: own}
+    extra = {"extra": extra_charges_import_prometheus}
+    usage_import_meters(importers=extra, start=nov, end=noon, now=utc(2026, 11, 1, 11),
+                        adapter_for=lambda url: servers[url]())  # fmt: skip
+    x.prometheus_url = OWN_A
+    x.save()
+    for now in (noon, three):
+        usage_import_meters(importers=extra, start=nov, end=now, now=now,
+                            adapter_for=lambda url: servers[url]())  # fmt: skip
+    found = UsageRecord.objects.filter(source=UsageSource.EXTRA_CHARGES_PROMETHEUS)
+    assert {r.source_id: (r.quantity, r.period_start, r.period_end) for r in found} == {
+        f"prom@{x.pk}:egress:nlp:2026-11": (Decimal(5), nov, noon),
+        f"prom@{x.pk}:egress:nlp:2026-11@{int(noon.timestamp())}": (Decimal(3), noon, three),
+    }
+    # the 15:00 import asked each server for both stretches: 12 h at 12:00 and 3 h at 15:00
+    assert [(at, "[43200s]" in q or "[10800s]" in q) for at, q in own_asked[-2:]] == [
+        (noon, True),
+        (three, True),
+    ]
+    assert [at for at, _ in shared_asked] == [utc(2026, 11, 1, 11), noon, noon, three]
