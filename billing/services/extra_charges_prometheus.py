@@ -47,7 +47,11 @@ the month in progress is metered up to "now" and its records replaced on the nex
 Team: namespace ``team-<slug>``, or a namespace an allocation's binding names
 (:class:`~billing.services.prometheus_import.NamespaceTeams`); several namespaces of one team
 add up. One record per (charge, team, month), key ``prom:<charge>:<team slug>:<YYYY-MM>``, so
-importing again replaces the month's figure and writes nothing when it did not change.
+importing again replaces the month's figure and writes nothing when it did not change. With a
+Prometheus per cluster (:mod:`billing.services.prometheus_meters`), per cluster and span too:
+``prom@<cluster id>:…`` for a cluster kept as data, ``…:<YYYY-MM>@<span start>`` for the part
+of the month after a cluster's Prometheus changed; storage steps and egress stretches are
+billed by the Prometheus the namespace's cluster reads at their time.
 
 Bad input is reported on the import (``issues``) and never read as 0: a namespace that is no
 team's (``unknown_namespace``), a series without a namespace (``no_namespace``), a value that
