@@ -290,9 +290,11 @@ def usage_import_kubernetes(
         if charged is None:
             continue
         team_id, model_id, share = charged
+        # one span (no switch): the same bounds for every step, not looked up per step
+        fixed = (None, None) if meters.always(cluster, meter) is not None else None
         for day, a, count, seconds in _k8s_step_pieces(billed, step_s, days, zone):
             covering = catalogue.covering_reservation(team_id, model_id, a)
-            span = meters.span_bounds(cluster, a)
+            span = fixed or meters.span_bounds(cluster, a)
             totals[(cluster, team_id, model_id, day, span, covering)] += count * share * seconds
     records = _k8s_records(totals, days, catalogue, teams)
     with transaction.atomic():
@@ -304,6 +306,9 @@ def _steps_billed_here(
     points: dict[float, Decimal], cluster: ClusterKey, meter: Meter, meters: MeterMap
 ) -> dict[float, Decimal]:
     """The steps of ``points`` (``{epoch s: cards}``) of ``cluster`` that ``meter`` bills."""
+    always = meters.always(cluster, meter)
+    if always is not None:  # no switch in the cluster's history: no step to look at
+        return points if always else {}
     return {
         t: count
         for t, count in points.items()

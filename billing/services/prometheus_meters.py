@@ -110,8 +110,26 @@ class MeterMap:
         spans = self.spans.get(cluster)
         if not spans:
             return None
-        starts = [s.timestamp() if s is not None else float("-inf") for s, _ in spans]
+        if len(spans) == 1:
+            return 0
+        starts = self._starts.get(cluster)
+        if starts is None:
+            starts = [s.timestamp() if s is not None else float("-inf") for s, _ in spans]
+            self._starts[cluster] = starts
         return max(0, bisect.bisect_right(starts, t.timestamp()) - 1)
+
+    def __post_init__(self) -> None:
+        self._starts: dict[ClusterKey, list[float]] = {}
+
+    def always(self, cluster: ClusterKey, meter: Meter) -> bool | None:
+        """``True`` / ``False`` when ``meter`` bills all / none of ``cluster``'s series whatever
+        their time (one span, or none); ``None`` when it depends on the time."""
+        spans = self.spans.get(cluster)
+        if not spans:
+            return True
+        if len(spans) == 1:
+            return spans[0][1] == meter.url
+        return None
 
     def reads(self, cluster: ClusterKey, meter: Meter, t: datetime) -> bool:
         """Whether ``meter`` bills ``cluster``'s series at ``t``."""
