@@ -292,16 +292,8 @@ def _team_totals(
         for item in sorted(series, key=lambda s: s.labels):
             namespace = item.label(NAMESPACE_LABEL) or ""
             pieces = _billed_pieces(item, charge, namespace, a, metering)
-            if not pieces:
-                continue  # another meter's (the namespace's cluster's Prometheus then)
-            if not namespace:
-                issue("", "no_namespace",
-                      f"a {charge.name} series without a namespace: not charged")  # fmt: skip
-                continue
-            team_id = teams.get(namespace)
+            team_id = _charged_team(pieces, namespace, charge, teams, issue)
             if team_id is None:
-                issue(namespace, "unknown_namespace",
-                      f"namespace {namespace!r} is no team's: not charged")  # fmt: skip
                 continue
             for (cluster, span), samples in pieces.items():
                 key = (team_id, cluster, span)
@@ -316,6 +308,20 @@ def _team_totals(
         for key, quantity in totals.items()
         if key not in spoilt
     }
+
+
+def _charged_team(pieces, namespace: str, charge: Charge, teams: NamespaceTeams, issue):
+    """The team a series' billed ``pieces`` go to, or ``None``: no pieces (another meter's),
+    or no namespace / no team's namespace (reported through ``issue``)."""
+    if not pieces:
+        return None
+    if not namespace:
+        issue("", "no_namespace", f"a {charge.name} series without a namespace: not charged")
+        return None
+    team_id = teams.get(namespace)
+    if team_id is None:
+        issue(namespace, "unknown_namespace", f"namespace {namespace!r} is no team's: not charged")
+    return team_id
 
 
 def _billed_pieces(

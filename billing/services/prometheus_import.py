@@ -278,8 +278,30 @@ def usage_import_kubernetes(
     series, finished = _k8s_series(metrics, days, step_s)
     cards = _k8s_cards(series, finished, report)
     _drop_shared_nodes(cards, shared_nodes(metrics, wide_start, wide_end), report)
-    meters = meters or MeterMap()
-    totals: dict[tuple, Decimal] = defaultdict(Decimal)  # _k8s_records' keys -> card-seconds
+    totals = _k8s_totals(
+        cards, (teams, models, catalogue), (meter, meters or MeterMap()), step_s, days, report
+    )
+    records = _k8s_records(totals, days, catalogue, teams)
+    with transaction.atomic():
+        usage_records_upsert(records, report, now)
+        return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+
+
+def _k8s_totals(
+    cards: dict[tuple[str, str], dict[float, Decimal]],
+    resolvers: tuple[NamespaceTeams, _K8sModels, UsageCatalogue],
+    metering: tuple[Meter, MeterMap],
+    step_s: int,
+    days: list[tuple[date, datetime, datetime]],
+    report: ImportReport,
+) -> dict[tuple, Decimal]:
+    """Card-seconds per ``(cluster, team, model, day, span, covering allocation)`` of the steps
+    of ``cards`` (``{(namespace, node): {epoch s: cards}}``) this meter bills, the cluster the
+    node's (``metering``: this Prometheus' meter and the map)."""
+    teams, models, catalogue = resolvers
+    meter, meters = metering
+    zone = billing_zone()
+    totals: dict[tuple, Decimal] = defaultdict(Decimal)
     reported: set[tuple[str, str]] = set()
     for (namespace, node), points in sorted(cards.items()):
         cluster = meters.cluster_of_node(node, meter)
@@ -296,10 +318,7 @@ def usage_import_kubernetes(
             covering = catalogue.covering_reservation(team_id, model_id, a)
             span = fixed or meters.span_bounds(cluster, a)
             totals[(cluster, team_id, model_id, day, span, covering)] += count * share * seconds
-    records = _k8s_records(totals, days, catalogue, teams)
-    with transaction.atomic():
-        usage_records_upsert(records, report, now)
-        return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+    return totals
 
 
 def _steps_billed_here(
@@ -527,17 +546,24 @@ def _vllm_totals(
             if charged is None:
                 continue
             team_id, namespace, served = charged
-
-            def bucket_of(t: datetime, cluster: ClusterKey = cluster) -> tuple | None:
-                if not meters.reads(cluster, meter, t):
-                    return None
-                return t.astimezone(zone).date(), meters.span_bounds(cluster, t)
-
+            bucket_of = _token_buckets(cluster, meter, meters, zone)
             for (day, span), tokens in _increase_by_day(
                 points, bucket_of, wide_start, wide_end
             ).items():
                 totals[(cluster, team_id, namespace, served, unit, day, span)] += tokens
     return totals
+
+
+def _token_buckets(cluster: ClusterKey, meter: Meter, meters: MeterMap, zone):
+    """``t`` → ``(billing day of zone, span)`` of a counter's increase at ``t`` of ``cluster``,
+    or ``None`` when another meter bills that time."""
+
+    def bucket_of(t: datetime) -> tuple | None:
+        if not meters.reads(cluster, meter, t):
+            return None
+        return t.astimezone(zone).date(), meters.span_bounds(cluster, t)
+
+    return bucket_of
 
 
 def _vllm_charged(
