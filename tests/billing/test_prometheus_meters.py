@@ -271,3 +271,38 @@ def test_egress_after_a_switch_is_read_per_stretch_and_billed_once(team, setting
         (three, True),
     ]
     assert [at for at, _ in shared_asked] == [utc(2026, 11, 1, 11), noon, noon, three]
+
+
+def test_import_usage_cluster_reads_only_that_clusters_prometheus(team, settings, monkeypatch):
+    # --cluster b: only b's Prometheus is asked (the Kubernetes source's 5 queries), and only
+    # b's 3 cards × 7,200 s = 21,600 card-s are written; an unknown or Slurm
+    # cluster, or --cluster with the reservation source, is a usage error (exit 2).
+    from django.core.management import call_command
+
+    import billing.management.commands.import_usage as command
+
+    settings.PROMETHEUS_URL = SHARED
+    k8s_cluster("a", OWN_A)
+    b = k8s_cluster("b", OWN_B)
+    ClusterFactory(slug="hpc")
+    t0, t1 = utc(2026, 10, 5, 10), utc(2026, 10, 5, 12)
+    fakes = {
+        SHARED: FakePrometheus(),
+        OWN_A: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
+                                      gpu_request("team-nlp", "p", "k8s-a", 2, t0, t1)]),
+        OWN_B: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
+                                      gpu_request("team-nlp", "p", "k8s-a", 3, t0, t1)]),
+    }  # fmt: skip
+    monkeypatch.setattr(command, "metrics_adapter", lambda url: fakes[url])
+    monkeypatch.setattr(command.timezone, "now", lambda: t1)
+    call_command("import_usage", source="kubernetes", start=t0.date(),
+                 end=t0.date() + timedelta(days=1), cluster="b")  # fmt: skip
+    assert [len(f.queries) for f in fakes.values()] == [0, 0, 5]
+    assert {k: v[1] for k, v in records().items()} == {
+        f"k8s@{b.pk}:team-nlp:a100_80g_sxm:2026-10-05:used": Decimal(21600)
+    }
+    for source, slug in (("kubernetes", "nowhere"), ("kubernetes", "hpc"), ("reservation", "b")):
+        with pytest.raises(SystemExit) as exit_:
+            call_command("import_usage", source=source, start=t0.date(),
+                         end=t0.date() + timedelta(days=1), cluster=slug)  # fmt: skip
+        assert exit_.value.code == 2
