@@ -195,7 +195,8 @@ def metrics_spans_sync(*, now: datetime) -> dict[ClusterKey, list[tuple[datetime
             history = spans[key]
             if history and history[-1][1] == url:
                 continue
-            since = now if history else None
+            # never before the span it follows (an import given an earlier "now": a replay)
+            since = max(now, history[-1][0] or now) if history else None
             MetricsUrlSpan.objects.create(cluster_id=key, url=url, since=since)
             history.append((since, url))
     return {key: spans[key] for key in urls}
