@@ -1,7 +1,7 @@
 """A month is billed in one currency: a rate card that would share a month with a card of
 another currency is refused at creation, by the service and by the Django admin's add, change
-and delete (h-small found the team dashboard a 500 for such a month; the statements refuse to
-price it)."""
+and delete (a month holding two currencies cannot be priced: the statements refuse it and the
+pages show it unpriced)."""
 
 from __future__ import annotations
 
