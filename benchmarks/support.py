@@ -125,12 +125,15 @@ class ConcurrentRun:
 _BARRIER_TIMEOUT_S = 900  # a client that died before the start must not hang the others
 
 
-def _approval_client(path: str, ids: list[int], admin_id: int, barrier, results) -> None:
+def _approval_client(
+    path: str, ids: list[int], admin_id: int, barrier, results, profile: bool = False
+) -> None:
     """One forked client process: approve the requests ``ids`` one after another through
     ``path`` (``service``: ``capacity_request_approve``; ``bare``: :func:`replay` of the
     statements the service issues for each, captured untimed before the start) once every
     client is ready; puts (ms samples, failures, first start, last end, CPU s) on ``results``,
-    or ``None`` when the client could not start."""
+    or ``None`` when the client could not start. With ``profile``, prints a cProfile of its
+    approvals (the 30 costliest functions by own time, then by cumulative time)."""
     try:
         from django.contrib.auth import get_user_model
 
@@ -158,6 +161,12 @@ def _approval_client(path: str, ids: list[int], admin_id: int, barrier, results)
     except threading.BrokenBarrierError:  # another client could not start
         results.put(None)
         return
+    profiler = None
+    if profile:
+        import cProfile
+
+        profiler = cProfile.Profile()
+        profiler.enable()
     first, cpu = time.perf_counter(), time.process_time()
     for item in work:
         start = time.perf_counter()
@@ -171,15 +180,26 @@ def _approval_client(path: str, ids: list[int], admin_id: int, barrier, results)
             if failed == 1:
                 print(f"{path} approval failed: {exc!r}", flush=True)
         samples.append((time.perf_counter() - start) * 1000)
-    results.put((samples, failed, first, time.perf_counter(), time.process_time() - cpu))
+    last, cpu = time.perf_counter(), time.process_time() - cpu
+    if profiler is not None:
+        import pstats
+
+        profiler.disable()
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(30)
+        stats.sort_stats("cumulative").print_stats(40)
+    results.put((samples, failed, first, last, cpu))
 
 
-def approve_concurrently(path: str, request_ids: list[int], admin_id: int, clients: int):
+def approve_concurrently(
+    path: str, request_ids: list[int], admin_id: int, clients: int, profile: bool = False
+):
     """Approve the submitted requests ``request_ids`` from ``clients`` forked processes, each
     with its own database connection (as gunicorn workers) and every ``clients``-th id, through
     ``path`` (``service`` or ``bare``, see :func:`_approval_client`); returns a
     :class:`ConcurrentRun`. Closes this process's connections first (a child must not share
-    them). Raises ``RuntimeError`` when a client could not start."""
+    them). With ``profile`` the first client prints a cProfile of its approvals. Raises
+    ``RuntimeError`` when a client could not start."""
     import multiprocessing
 
     from django.db import connections
@@ -190,7 +210,7 @@ def approve_concurrently(path: str, request_ids: list[int], admin_id: int, clien
     procs = [
         ctx.Process(
             target=_approval_client,
-            args=(path, request_ids[c::clients], admin_id, barrier, results),
+            args=(path, request_ids[c::clients], admin_id, barrier, results, profile and c == 0),
         )
         for c in range(clients)
     ]
@@ -226,18 +246,25 @@ class ConcurrentSummary:
 
 
 def concurrent_rounds(
-    request_ids: list[int], admin_id: int, *, clients: int, rounds: int
+    request_ids: list[int], admin_id: int, *, clients: int, rounds: int, profile: bool = False
 ) -> dict[str, ConcurrentSummary]:
     """``rounds`` rounds of bare then service (so that load on a shared machine falls on both
     alike), each path approving its own consecutive ``len(request_ids) // (2 * rounds)`` of
-    ``request_ids`` from ``clients`` processes; the summary per path (``bare``, ``service``)."""
+    ``request_ids`` from ``clients`` processes; the summary per path (``bare``, ``service``).
+    With ``profile``, one service client of the last round prints a cProfile."""
     per_round = len(request_ids) // (2 * rounds)
     runs: dict[str, list[ConcurrentRun]] = {"bare": [], "service": []}
     for r in range(rounds):
         for i, path in enumerate(("bare", "service")):
             lo = (2 * r + i) * per_round
             runs[path].append(
-                approve_concurrently(path, request_ids[lo : lo + per_round], admin_id, clients)
+                approve_concurrently(
+                    path,
+                    request_ids[lo : lo + per_round],
+                    admin_id,
+                    clients,
+                    profile=profile and path == "service" and r == rounds - 1,
+                )  # fmt: skip
             )
     return {
         path: ConcurrentSummary(
