@@ -1057,6 +1057,7 @@ def replica_throughput(
     speculation: Speculation | None = None,
     encoder_flops_per_request: float = 0.0,
     dp_attention: int = 1,
+    bench_pp: int = 1,
 ) -> ThroughputEstimate:
     """Step time, TPOT, TTFT and output tok/s of one replica with ``batch`` sequences in flight.
 
@@ -1088,7 +1089,10 @@ def replica_throughput(
     An engine that captures CUDA graphs with padding (``EngineProfile.cuda_graph_batch_sizes``:
     TensorRT-LLM's PyTorch backend) multiplies, in its decode-only steps, the padded batch
     (:func:`cuda_graph_padding_tokens`, with the limits :func:`trtllm_bench_settings` gives it):
-    the linear layers and the routed experts' activations count those rows too.
+    the linear layers and the routed experts' activations count those rows too. Those limits are
+    the whole replica's: ``bench_pp`` is its pipeline degree when this call costs one stage's
+    micro-batch (:func:`pipelined` passes its ``pp``; trtllm-bench sizes the KV of all tp x pp
+    cards and divides the requests by pp, so its max_batch_size is a micro-batch's).
 
     step = GEMM + attention + kernel latencies + the engine's host time per sequence in flight
     (``host_ms``: ``EngineProfile.host_s_per_sequence``, or ``host_s_per_sequence_grace`` on a
@@ -1155,7 +1159,7 @@ def replica_throughput(
             kv_bits=kv_bits,
             gpu=gpu,
             tp=tp,
-            pp=1,
+            pp=bench_pp,
             input_tokens=input_tokens,
             output_tokens=output_tokens,
         )
@@ -1520,7 +1524,7 @@ def pipelined(*, pp: int, batch: float, nic_gbps: float | None, **replica: objec
     one TP group at batch 32 with twice the sequences: twice its tokens per second.
     """
     model, gpu, tp = replica["model"], replica["gpu"], replica["tp"]
-    inner = replica_throughput(batch=batch / pp, pp=1, nic_gbps=nic_gbps, **replica)
+    inner = replica_throughput(batch=batch / pp, pp=1, bench_pp=pp, nic_gbps=nic_gbps, **replica)
     cross = pipeline_cross_node_hops(gpu=gpu, tp=tp, pp=pp)
 
     def hops_s(tokens: float) -> float:

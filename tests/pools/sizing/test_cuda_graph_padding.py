@@ -223,3 +223,54 @@ def test_a_pytorch_backend_step_multiplies_its_padded_batch():
     assert extra_ms > 0.25  # 0.28 ms of a ~24 ms step
     assert padded.gemm_ms == pytest.approx(plain.gemm_ms + extra_ms)
     assert padded.output_tok_s_total < plain.output_tok_s_total
+
+
+def test_trtllm_bench_limits_of_a_pipeline_are_a_micro_batch_of_all_its_cards():
+    # Llama 3.3 70B NVFP4 (70,553,706,496 parameters x 0.5 B = 32.854 GiB) on RTX PRO 6000
+    # Server cards (96 GiB), FP8 KV 2 x 80 layers x 8 heads x 128 x 1 B = 163,840 B a token,
+    # 128 + 2,048 tokens a request. tuning.py, TP 1 PP 2: 0.90 x (2 x 96 - 32.854) GiB for
+    # 431.4 requests, / 2 stages = 215.7 a micro-batch -> 32 x ceil(215.7 / 32) = 224; tokens
+    # 215.7 x 1.0625 = 229 -> the 2,048 floor. On one card alone (PP 1): 171.2 -> 192.
+    per_request = 163_840 * 2_176 / GIB
+    weights = 70_553_706_496 * 0.5 / GIB
+    assert 431.3 < (2 * 96 - weights) * 0.90 / per_request < 431.5
+    assert 171.1 < (96 - weights) * 0.90 / per_request < 171.3
+    common = {
+        "model": model_preset("llama3_70b"),
+        "precision": NVFP4,
+        "kv_bits": 8,
+        "gpu": gpu_spec("rtx_pro_6000_server"),
+        "tp": 1,
+        "input_tokens": 128,
+        "output_tokens": 2048,
+    }
+    assert trtllm_bench_settings(pp=2, **common) == (224, 2048)
+    assert trtllm_bench_settings(pp=1, **common) == (192, 2048)
+
+
+def test_a_pipeline_stage_pads_its_micro_batch_to_the_replicas_limits():
+    """400 sequences over TP 1 PP 2: micro-batches of 200, which the replica's limits (224, see
+    above) pad to the 224 graph. With one card's limits (192) they would run unpadded (200 is
+    above every captured size), so no padding would be charged: the old behaviour."""
+    padded_profile = engine_profile("tensorrt-llm-pytorch")
+    plain_profile = replace(padded_profile, cuda_graph_batch_sizes=())
+    sizes = cuda_graph_sizes(
+        TRTLLM_BENCH_CUDA_GRAPH_BATCH_SIZES, max_batch_size=224, max_num_tokens=2048
+    )
+    assert padded_batch(200, sizes) == 224
+    arguments = {
+        "model": model_preset("llama3_70b"),
+        "precision": NVFP4,
+        "gpu": gpu_spec("rtx_pro_6000_server"),
+        "tp": 1,
+        "pp": 2,
+        "kv_bits": 8,
+        "input_tokens": 128,
+        "output_tokens": 2048,
+        "batch": 400,
+    }
+    padded = replica_throughput(engine=padded_profile, **arguments)
+    plain = replica_throughput(engine=plain_profile, **arguments)
+    assert padded.tokens_per_step == pytest.approx(plain.tokens_per_step)
+    assert padded.gemm_ms > plain.gemm_ms
+    assert padded.output_tok_s_total < plain.output_tok_s_total
