@@ -626,7 +626,7 @@ def capacity_request_approve(
                           system=system)  # fmt: skip
         placement = _grant_room(request, cards, end, locked_pool, target_model)
         allocation = _new_allocation(request, cards, end, locked_pool, target_model, placement)
-        with pipelined():  # the writes: 3 round trips instead of 4, with the pool locked
+        with pipelined():  # the writes: 2 round trips instead of 4, with the pool locked
             _approval_record(request, actor, reason, allocation)
             _approval_enqueue(allocation)
     return allocation

@@ -1,5 +1,5 @@
 """Pipelined writes (pools.capacity.rows.pipelined; issue #29 item 7: the approval's four writes
-in three round trips while the pool is locked): they run in order, a read inside sees the writes
+in two round trips while the pool is locked): they run in order, a read inside sees the writes
 before it, and a write that fails -- its error read by nobody before the block ends -- is
 Django's database error and leaves nothing written, in an approval too."""
 
