@@ -3,14 +3,11 @@ without a queryset. The ORM (and a raw queryset, which resolves its columns and 
 every call) took longer to build them than PostgreSQL to run them (issues #16 and #29 item 7:
 approvals within 2x a bare transaction of the same statements). Each value goes through its
 field's converters (read) or preparation (write) as a queryset's would; model signals are not
-sent (the models written here have no receivers). :func:`pipelined` sends a run of them
-without waiting for each answer.
+sent (the models written here have no receivers).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from django.db import connection
@@ -92,36 +89,3 @@ class RowWriter:
             cursor.execute(self.sql, params)
             obj.pk = cursor.fetchone()[0]
         obj._state.adding, obj._state.db = False, connection.alias
-
-
-def _pipeline_supported() -> bool:
-    """Whether the default connection can pipeline: PostgreSQL through psycopg 3 on a libpq
-    that has pipeline mode (14 or later)."""
-    if connection.vendor != "postgresql":
-        return False
-    try:
-        import psycopg
-    except ImportError:  # psycopg2: no pipeline mode
-        return False
-    return psycopg.Pipeline.is_supported()
-
-
-@contextmanager
-def pipelined() -> Iterator[None]:
-    """Send the statements run inside without waiting for each one's answer (psycopg's pipeline
-    mode; "Pipeline Mode" in the PostgreSQL manual, libpq section 34.5): the driver waits only
-    where a result is read (an INSERT's ``RETURNING id``) and once at the end, so writes whose
-    results nothing reads in between cost one round trip together instead of one each (issue
-    #29 item 7: every round trip inside an approval is one the pool's row lock is held for).
-
-    The statements still run in order, in the caller's transaction (call inside ``atomic()``).
-    A failing one aborts the transaction as it would alone; its error surfaces at the next read
-    or at the end of the block, as Django's database error either way (``IntegrityError``,
-    ``DatabaseError`` …), and the statements after it are not run. Where the connection cannot
-    pipeline (SQLite, psycopg2, an older libpq) they run one by one."""
-    if not _pipeline_supported():
-        yield
-        return
-    connection.ensure_connection()
-    with connection.wrap_database_errors, connection.connection.pipeline():
-        yield

@@ -40,7 +40,7 @@ from pools.capacity.locks import (
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.placement import away_reason
 from pools.capacity.request_fields import RequestFields
-from pools.capacity.rows import RowWriter, pipelined
+from pools.capacity.rows import RowWriter
 from pools.capacity.shapes import (
     placed_cards,
     placement_record,
@@ -604,8 +604,7 @@ def capacity_request_approve(
     (:func:`pools.capacity.budget_gate.budget_check_step`), the slices, or the cards and shape,
     free for the window with no two classes on one card (:func:`_grant_room`), the decision
     written (:func:`_approval_record` of :func:`_new_allocation`), the scheduler work queued on
-    commit (:func:`_approval_enqueue`); those writes pipelined
-    (:func:`pools.capacity.rows.pipelined`).
+    commit (:func:`_approval_enqueue`).
     """
     if not system:
         require_pool_admin(actor, ADMINS_DECIDE)
@@ -625,10 +624,13 @@ def capacity_request_approve(
                           cards=card_equivalents(cards, request.mig_profile, target_model),
                           system=system)  # fmt: skip
         placement = _grant_room(request, cards, end, locked_pool, target_model)
-        allocation = _new_allocation(request, cards, end, locked_pool, target_model, placement)
-        with pipelined():  # the writes: 2 round trips instead of 4, with the pool locked
-            _approval_record(request, actor, reason, allocation)
-            _approval_enqueue(allocation)
+        allocation = _approval_record(
+            request,
+            actor,
+            reason,
+            _new_allocation(request, cards, end, locked_pool, target_model, placement),
+        )
+        _approval_enqueue(allocation)
     return allocation
 
 
