@@ -1,11 +1,20 @@
-"""Django admin of billing: rate-card changes are audited; usage, imports and statements are
-read-only (importers and the statement services write them)."""
+"""Django admin of billing: rate-card changes are audited and held to the rate-card service's
+rules; usage, imports and statements are read-only (importers and the statement services write
+them)."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.utils import unquote
+from django.db import transaction
+from django.http import HttpResponseRedirect
+from django.urls import reverse
 
 from billing import models
+from billing.errors import RateCardConflict
+from billing.forms import RateCardForm
+from billing.services.rates import rate_card_check
 from billing.services.versions import price_list_changed
 from pools.audit.admin_mixins import AuditedAdmin, ReadOnlyAdmin, admin_snapshot
+from pools.common.errors import InvalidInput
 
 
 class RateCardEntryInline(admin.TabularInline):
@@ -15,8 +24,33 @@ class RateCardEntryInline(admin.TabularInline):
 
 @admin.register(models.RateCard)
 class RateCardAdmin(AuditedAdmin):
+    """Rate cards with their entries. Adding or changing one is checked by :class:`RateCardForm`;
+    deleting one by the same check (:meth:`delete_view`: the card before it would run on into
+    the months it leaves), one card at a time (no bulk delete)."""
+
+    form = RateCardForm
     list_display = ["name", "currency", "effective_from", "effective_to"]
     inlines = [RateCardEntryInline]
+
+    def get_actions(self, request):
+        actions = super().get_actions(request)
+        actions.pop("delete_selected", None)  # each deletion is checked on its own
+        return actions
+
+    def delete_view(self, request, object_id, extra_context=None):
+        # one transaction: the check's lock is held until the deletion commits
+        with transaction.atomic():
+            posted = request.method == "POST"
+            card = self.get_object(request, unquote(object_id)) if posted else None
+            if card is not None:
+                try:
+                    rate_card_check(card, delete=True)
+                except (InvalidInput, RateCardConflict) as exc:
+                    self.message_user(request, exc.message, messages.ERROR)
+                    return HttpResponseRedirect(
+                        reverse("admin:billing_ratecard_change", args=[card.pk])
+                    )
+            return super().delete_view(request, object_id, extra_context)
 
     def snapshot(self, obj) -> dict:
         return {

@@ -41,6 +41,7 @@ from pools.tenancy.models import Team
 from pools.tenancy.selectors import pool_admin_users, team_member_users
 from scheduler_adapters.records import JobRecord, JobState
 
+DAY = timedelta(days=1)
 DEMO_CARD = "Demo prices — not real"
 # EUR per card-hour (reserved, on use): H800 > A100 > L40S > RTX 4090, demo values only.
 GPU_PRICES = {
@@ -145,13 +146,17 @@ def _allocations(month: date, zone) -> None:
         kind = WorkloadKind.TRAINING if pools[pool].scheduler == "slurm" else WorkloadKind.INFERENCE
         fields = dict(team=teams[team], pool=pools[pool], gpu_model=models[model],
                       card_count=cards, starts_at=starts, ends_at=ends)  # fmt: skip
+        # asked two days and approved a day before the window opens, as a team plans ahead
+        asked = starts - 2 * DAY
         request = CapacityRequest.objects.create(
             **fields, requested_by=admin, workload_kind=kind, justification=why,
-            status=RequestStatus.APPROVED, decided_by=admin, decided_at=starts,
-            submitted_at=starts,
+            status=RequestStatus.APPROVED, decided_by=admin, decided_at=starts - DAY,
+            submitted_at=asked,
         )  # fmt: skip
-        Allocation.objects.create(**fields, request=request, status=AllocationStatus.ENDED,
-                                  pricing_method=pricing)  # fmt: skip
+        CapacityRequest.objects.filter(pk=request.pk).update(created_at=asked)  # auto_now_add
+        granted = Allocation.objects.create(**fields, request=request, pricing_method=pricing,
+                                            status=AllocationStatus.ENDED)  # fmt: skip
+        Allocation.objects.filter(pk=granted.pk).update(created_at=starts - DAY)  # at the decision
 
 
 SHARED_CARD_REPLICAS = 4

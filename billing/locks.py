@@ -28,6 +28,12 @@ def billing_lock(name: str) -> None:
         cursor.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", [name])
 
 
+# The lock of writing rate cards (:func:`billing.services.rates.rate_card_check`): two cards
+# written at once would each be checked without the other and could together mix a month's
+# currencies.
+RATE_CARDS_LOCK = "rate-cards"
+
+
 def month_close_lock_name(month) -> str:
     """The lock of closing the statements of ``month`` (a date, first of the month)."""
     return f"statements-close:{month:%Y-%m}"

@@ -104,21 +104,35 @@ def card_end(cards: list[RateCard], index: int) -> date | None:
     return card.effective_to
 
 
-def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
-    """The month cut into periods of constant prices (gaps without a card included)."""
+def month_windows(cards: list[RateCard], month: date) -> list[tuple[date, date, RateCard]]:
+    """The days ``[from, to)`` each of ``cards`` is in force within ``month`` (its first day),
+    in order, cards not in force in it left out. ``cards``: rate cards sorted by
+    ``effective_from``, as stored or as a change would leave them
+    (:func:`billing.services.rates.rate_card_check`); those starting after the month are
+    ignored. Raises :class:`RateCardConflict` (data ``cards``) when two of them overlap
+    (:func:`card_end`) or the month's cards mix currencies: a month is billed in one. No
+    query."""
     month_end = next_month(month)
-    cards = list(RateCard.objects.filter(effective_from__lt=month_end).order_by("effective_from"))
-    windows: list[tuple[date, date, RateCard | None]] = []
+    cards = [card for card in cards if card.effective_from < month_end]
+    windows: list[tuple[date, date, RateCard]] = []
     for index, card in enumerate(cards):
         end = card_end(cards, index)
         if (span := clip(card.effective_from, end or month_end, month, month_end)) is not None:
             windows.append((*span, card))
-    currencies = {card.currency for _, _, card in windows if card}
+    currencies = {card.currency for _, _, card in windows}
     if len(currencies) > 1:
         raise RateCardConflict(
             f"Rate cards of {month:%Y-%m} mix currencies {sorted(currencies)}.",
-            cards=[card.pk for _, _, card in windows if card],
+            cards=[card.pk for _, _, card in windows],
         )
+    return windows
+
+
+def rate_periods(*, month: date, zone: tzinfo) -> list[RatePeriod]:
+    """The month cut into periods of constant prices (gaps without a card included)."""
+    month_end = next_month(month)
+    cards = list(RateCard.objects.filter(effective_from__lt=month_end).order_by("effective_from"))
+    windows: list[tuple[date, date, RateCard | None]] = list(month_windows(cards, month))
     filled: list[tuple[date, date, RateCard | None]] = []
     cursor = month
     for start_day, end_day, card in windows:

@@ -676,6 +676,16 @@ def _parse_samples(raw: Iterable[Any]) -> tuple[Sample, ...]:
     return tuple(samples)
 
 
+def _storable(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` with a NUL in a value as U+FFFD: label values are any UTF-8, but PostgreSQL's
+    text and jsonb refuse NUL, and one pod's ``model_name`` with it failed a whole import."""
+    labels = dict(labels)
+    for key, value in labels.items():
+        if "\x00" in value:
+            labels[key] = value.replace("\x00", "\ufffd")
+    return labels
+
+
 @cyclic_gc_paused()
 def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
     if not isinstance(data, dict) or "resultType" not in data:
@@ -688,7 +698,7 @@ def _parse_result(data: Any, operation: str) -> tuple[Series, ...]:
             raise UnexpectedResponse(f"result type {kind!r} is not a series", operation=operation)
         out = []
         for item in result:
-            metric = dict(item["metric"])
+            metric = _storable(item["metric"])
             name = metric.pop("__name__", "")
             raw = [item["value"]] if kind == "vector" else item["values"]
             out.append(Series(name, tuple(sorted(metric.items())), _parse_samples(raw)))

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from browser_support import browser, page  # noqa: F401  (one session browser for all)
+from cluster_support import fresh_adapters  # noqa: F401  (adapters built afresh)
 from db_marks import require_postgresql
 from kubernetes_support import apiservers  # noqa: F401  (two fake Kubernetes clusters)
+from prometheus_support import prometheuses  # noqa: F401  (three recording Prometheus)
 
 from pools.audit import models as audit_models
 from pools.inventory import models as inventory_models

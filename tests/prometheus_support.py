@@ -2,14 +2,25 @@
 that answers every instant query (Prometheus HTTP API, ``/api/v1/query``) with an empty vector
 and every range query (``/api/v1/query_range``) with an empty matrix, recording what it was
 asked. Source of the answer shape: https://prometheus.io/docs/prometheus/latest/querying/api/
-("Instant queries", "Range queries")."""
+("Instant queries", "Range queries").
+
+And the set-up every per-cluster Prometheus test shares: the :func:`prometheuses` fixture
+(three servers, ``global`` as ``PROMETHEUS_URL``; registered for every test by
+``tests/conftest.py``) and :func:`prometheus_clusters` (a cluster for each, and two without
+one of their own)."""
 
 from __future__ import annotations
 
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from factories import ClusterFactory
+
+from pools.clusters.models import Cluster
 
 
 class RecordingPrometheus:
@@ -57,3 +68,30 @@ class RecordingPrometheus:
 def asked(servers: dict[str, RecordingPrometheus]) -> dict[str, int]:
     """How many queries each server of ``servers`` (by name) was sent."""
     return {name: len(server.queries) for name, server in servers.items()}
+
+
+@pytest.fixture
+def prometheuses(settings):
+    """Three :class:`RecordingPrometheus` by name, ``global``, ``train`` and ``infer``;
+    ``global`` is ``PROMETHEUS_URL`` (the fleet's, read where a cluster names none). All
+    stopped after the test."""
+    servers = {name: RecordingPrometheus() for name in ("global", "train", "infer")}
+    settings.PROMETHEUS_URL = servers["global"].url
+    yield servers
+    for server in servers.values():
+        server.stop()
+
+
+def prometheus_clusters(
+    servers: dict[str, RecordingPrometheus], **fields: Any
+) -> dict[str, Cluster | None]:
+    """By slug: clusters ``train`` and ``infer`` reading their own server of ``servers`` (the
+    :func:`prometheuses`; infer's URL ends in ``/``, which must not matter), ``plain`` with
+    none of its own, and ``env``: ``None``, the pools without a cluster; ``plain`` and
+    ``env`` read ``PROMETHEUS_URL``. ``fields`` go to every cluster (``kind=...``)."""
+    return {
+        "train": ClusterFactory(slug="train", prometheus_url=servers["train"].url, **fields),
+        "infer": ClusterFactory(slug="infer", prometheus_url=servers["infer"].url + "/", **fields),
+        "plain": ClusterFactory(slug="plain", **fields),
+        "env": None,
+    }

@@ -418,8 +418,8 @@ def test_the_request_orchestrators_are_short_named_steps():
     """Every function of the module of the capacity request's transitions (create, validate,
     submit, approve, accept, reject, cancel and their steps: the orchestrators issue #29 item 4
     names) is at most 40 lines without its docstring and of complexity at most 10. Every other
-    service function is held to the lines alone, with the ones still longer listed
-    (:data:`LONG_SERVICE_FUNCTIONS`)."""
+    service function is held to the lines alone
+    (:func:`test_service_functions_are_short`)."""
     services = [
         path
         for package in ("pools", "billing")
@@ -449,17 +449,9 @@ def test_the_step_measure_counts_lines_and_branches(source, offence):
 
 
 # Issue #29 item 4 for every service: no function of a services module or services/ package of
-# the product is over STEP_LINES lines (as _function_lines counts them). The ones still longer
-# are listed with their length today; the list only shrinks: a listed function may not grow, one
-# that got shorter has its number lowered (or is dropped at STEP_LINES or less), and no other
-# function may pass STEP_LINES. Keys are "path::qualified name" (Class.method, outer.inner).
-LONG_SERVICE_FUNCTIONS = {
-    "billing/services/tokens.py::usage_tokens_ingest": 43,
-    "pools/reclamation/services/scan.py::_judge": 54,
-    "pools/reclamation/services/scan.py::_maybe_reclaim": 50,
-    "pools/reclamation/services/scan.py::allocation_reclaim": 62,
-    "pools/reclamation/services/scan.py::idle_scan": 57,
-}
+# the product is over STEP_LINES lines (as _function_lines counts them), with no exceptions (the
+# last five long ones were split into named steps in session 8). Keys of the offences are
+# "path::qualified name" (Class.method, outer.inner).
 
 
 def _qualified_functions(source: str):
@@ -493,16 +485,8 @@ def _service_function_lines() -> dict[str, int]:
     return found
 
 
-def test_service_functions_are_short_or_listed_and_the_list_only_shrinks():
-    found = _service_function_lines()
-    new = {key: lines for key, lines in found.items() if key not in LONG_SERVICE_FUNCTIONS}
-    assert new == {}, f"over {STEP_LINES} lines: split into named steps"
-    changed = {
-        key: f"{found.get(key, 'at most ' + str(STEP_LINES))} lines, listed at {allowed}"
-        for key, allowed in LONG_SERVICE_FUNCTIONS.items()
-        if found.get(key) != allowed
-    }
-    assert changed == {}, "grown: split it; shorter or gone: lower or drop its entry"
+def test_service_functions_are_short():
+    assert _service_function_lines() == {}, f"over {STEP_LINES} lines: split into named steps"
 
 
 @pytest.mark.parametrize(

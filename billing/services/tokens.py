@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, tzinfo
 from decimal import Decimal
 from typing import Any
 
@@ -165,6 +165,11 @@ def usage_tokens_ingest(
     ``completion_tokens`` and optional ``cached_tokens``, or as an OpenAI ``usage`` object, or
     as the streamed ``chunks`` (see the module docstring), and optional ``cache_hit`` (bool:
     replayed by the gateway's cache). ``teams`` limits which team ids may be charged.
+
+    Steps: read every record (:func:`_read_records`: rejected ones and repeats within the batch
+    counted), insert the usage rows not stored yet (:func:`_insert_new`), count the records
+    stored before as duplicates, then hand the agent-task calls to token flow. A batch over
+    :data:`MAX_BATCH` records is refused whole (one rejection, ``index`` ``None``).
     """
     result = TokenIngestResult()
     if len(records) > MAX_BATCH:
@@ -172,6 +177,33 @@ def usage_tokens_ingest(
         return result
     team_ids = dict(Team.objects.values_list("slug", "id"))
     zone, now, task_settings = billing_zone(), timezone.now(), _task_settings()
+    rows, calls, seen = _read_records(
+        records, result, team_ids=team_ids, teams=teams, zone=zone, task_settings=task_settings
+    )
+    known = _insert_new(rows, now=now)
+    known_records = {sid.rsplit(":", 1)[0] for sid in known}
+    result.duplicates += len(known_records)
+    result.accepted = len(seen) - len(known_records)
+    if calls:
+        record_calls(calls=calls, zone=zone)
+    return result
+
+
+def _read_records(
+    records: list[dict[str, Any]],
+    result: TokenIngestResult,
+    *,
+    team_ids: dict[str, int],
+    teams: set[int] | None,
+    zone: tzinfo,
+    task_settings: dict[str, Any],
+) -> tuple[list[tuple], list[CallRow], set[str]]:
+    """``(usage rows, agent-task calls, idempotency keys)`` of the batch's valid records, first
+    of each key only: the rows as :func:`_usage_rows` makes them (:data:`ROW_COLUMNS`), months
+    in ``zone``; ``team_ids`` maps every team's slug to its id, ``teams`` as for
+    :func:`usage_tokens_ingest`, ``task_settings`` from :func:`_task_settings`. Adds each
+    invalid record to ``result.rejected`` (``index``, ``idempotency_key``, ``error``) and
+    counts a key seen earlier in the batch in ``result.duplicates``; nothing is written."""
     rows: list[tuple] = []
     calls: list[CallRow] = []
     seen: set[str] = set()
@@ -199,13 +231,7 @@ def usage_tokens_ingest(
                                    task))  # fmt: skip
         rows.extend(_usage_rows(raw, key=key, team_id=team_id, served=served, at=at,
                                 split=split, month=month_of(at, zone)))  # fmt: skip
-    known = _insert_new(rows, now=now)
-    known_records = {sid.rsplit(":", 1)[0] for sid in known}
-    result.duplicates += len(known_records)
-    result.accepted = len(seen) - len(known_records)
-    if calls:
-        record_calls(calls=calls, zone=zone)
-    return result
+    return rows, calls, seen
 
 
 def _field_error(

@@ -25,20 +25,18 @@ from typing import Any
 
 from django.db.models import Max, Sum
 
-from pools.capacity.arithmetic import peak_cards, usable_cards
-from pools.capacity.availability import pool_slices
+from pools.capacity.arithmetic import overlaps_any, peak_cards, spans_over, usable_cards
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation
-from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.window import (
-    holding_allocations,
     maintenance_intervals_by_pool_model,
-    window_holds,
+    maintenance_slice_intervals_by_key,
 )
 from pools.common.generation import cached
-from pools.inventory.models import GpuModel, Pool
-from pools.inventory.selectors import inventory_census
+from pools.inventory.models import Gpu, GpuModel, Pool
+from pools.inventory.selectors import inventory_census, mig_slices
 from pools.recurring.models import RecurringReservation
+from pools.recurring.recurrence import occurrences
 
 
 @dataclass(frozen=True)
@@ -80,69 +78,96 @@ class Overcommit:
 
 
 def overcommitted_windows(*, now: datetime) -> list[Overcommit]:
-    """Every pool × GPU model over-committed at some instant from ``now`` on (see the module
-    doc), by pool and model slug. One query for the pairs with the cards they hold from now on
-    in all (kept per allocations' generation: :func:`_holding_pairs`; and one for the
-    slices'), the census of cards
-    (:func:`pools.inventory.selectors.inventory_census`, kept per inventory generation), the
-    recurring reservations and maintenance windows from now on (two), the holds of the pairs
-    that could be over (one, :func:`_future_holds`, swept here), and one per pair with recurring
-    occurrences or maintenance windows (:func:`pools.capacity.window.window_holds`, which
-    counts them); the allocations concerned are looked for only where the peak is over.
+    """Every pool × GPU model (and MIG profile) over-committed at some instant from ``now`` on
+    (see the module doc), by pool, model slug and profile. A constant number of queries,
+    whatever the number of pairs or of those over (issue #29's N+1): the pairs
+    with the cards they hold from now on in all (:func:`_holding_pairs`, kept per allocations'
+    generation) and the slice triples (one each); the pools and models (one each); then, for
+    whole cards, the census (:func:`pools.inventory.selectors.inventory_census`, kept per
+    inventory generation), the recurring reservations and the maintenance windows from now
+    on (one each) and the holds of the pairs that could be over (one,
+    :func:`_future_holds`); for slices, the slices there are, their holds and the maintenance
+    windows over them (one each, :func:`_overcommitted_slices`). Every sweep runs here, in
+    Python (:func:`pools.capacity.arithmetic.peak_cards`), over what those read.
 
     A pair whose allocations from now on hold, all added up, no more than its usable cards
-    cannot peak above them (the peak at any instant is a sum of some of them), so it is not
-    swept: the census counts the same schedulable cards as :func:`pool_nodes`
+    and that no recurring occurrence or maintenance window touches cannot peak above them (the
+    peak at any instant is a sum of some of them), so it is not swept: the census counts the
+    same schedulable cards as :func:`pools.capacity.node_kinds.pool_nodes`
     (:data:`pools.inventory.models.SCHEDULABLE_CARD`, any driver)."""
     pairs = _holding_pairs(now)
-    found = _overcommitted_slices(now)
-    if not pairs:
-        return found
-    pools = Pool.objects.in_bulk({p for p, _m, _e, _h in pairs})
-    models = GpuModel.objects.in_bulk({m for _p, m, _e, _h in pairs})
+    triples = _slice_triples(now)
+    if not pairs and not triples:
+        return []
+    pools = Pool.objects.in_bulk({p for p, *_ in pairs} | {p for p, *_ in triples})
+    models = GpuModel.objects.in_bulk({m for _p, m, *_ in pairs} | {m for _p, m, *_ in triples})
+    found = _overcommitted_cards(now, pairs, pools, models) if pairs else []
+    if triples:
+        found += _overcommitted_slices(now, triples, pools, models)
+    found.sort(key=lambda o: (o.pool, o.gpu_model, o.mig_profile))
+    return found
+
+
+def _overcommitted_cards(
+    now: datetime, pairs: list[tuple[int, int, datetime, int]], pools: dict, models: dict
+) -> list[Overcommit]:
+    """The whole cards' half of :func:`overcommitted_windows` over ``pairs`` (pool id, model
+    id, last end, cards held in all): usable cards from the census, and for each pair that
+    could be over the sweep of its holds, recurring occurrences and maintenance windows
+    (what :func:`pools.capacity.window.window_holds` counts) from ``now`` to its last end.
+    Four queries (the census's kept per inventory generation)."""
     schedulable = inventory_census().count_cards(
         lambda g: (g.pool_id, g.gpu_model_id), lambda g: g.schedulable
     )
     horizon = max(last for _p, _m, last, _h in pairs)
-    # recurring occurrences and maintenance windows count in a pair's peak too: swept always
-    swept_always = {
-        (r.pool_id, r.gpu_model_id)
-        for r in RecurringReservation.objects.overlapping_dates(now, horizon)
-    } | set(maintenance_intervals_by_pool_model(now, horizon))
-    usable_now = {
+    # recurring occurrences and maintenance windows count in a pair's peak as holds do
+    others: dict[tuple[int, int], list] = defaultdict(list)
+    for rule in RecurringReservation.objects.overlapping_dates(now, horizon):
+        spans = occurrences(rule.rule, now, horizon)
+        others[(rule.pool_id, rule.gpu_model_id)] += [(s, e, rule.card_count) for s, e in spans]
+    for key, spans in maintenance_intervals_by_pool_model(now, horizon).items():
+        others[key] += spans
+    usable_of = {
         (p, m): usable_cards(schedulable.get((p, m), 0), pools[p].overcommit_ratio)
         for p, m, _e, _h in pairs
     }
-    candidates = {
-        (p, m) for p, m, _e, held in pairs if held > usable_now[(p, m)]
-    } - swept_always  # even every hold at once fits the others
+    candidates = {(p, m) for p, m, _e, held in pairs if held > usable_of[(p, m)] or others[(p, m)]}
     holds_of = _future_holds(candidates, now)
+    found = []
     for pool_id, model_id, last, _held in pairs:
-        pool, model = pools[pool_id], models[model_id]
-        if (pool_id, model_id) in swept_always:
-            holds = window_holds(pool=pool, gpu_model=model, start=now, end=last)
-            nodes = pool_nodes(pool=pool, gpu_model=model, generation=holds.generation)
-            usable, peak = usable_cards(nodes.schedulable(None), pool.overcommit_ratio), holds.peak
-        elif (pool_id, model_id) in candidates:
-            usable = usable_now[(pool_id, model_id)]
-            peak = peak_cards(holds_of[(pool_id, model_id)], now, last)
-        else:
+        if (pool_id, model_id) not in candidates:
             continue
-        if peak <= usable:
-            continue
-        found.append(
-            Overcommit(
-                pool.slug,
-                model.slug,
-                usable,
-                peak,
-                now,
-                last,
-                _concerned(pool, model, now, last, usable),
-            )
-        )
-    found.sort(key=lambda o: (o.pool, o.gpu_model, o.mig_profile))
+        usable = usable_of[(pool_id, model_id)]
+        holds = holds_of[(pool_id, model_id)]
+        over = _over(holds, others[(pool_id, model_id)], now, last, usable)
+        if over is not None:
+            peak, concerned = over
+            found.append(Overcommit(
+                pools[pool_id].slug, models[model_id].slug, usable, peak, now, last, concerned
+            ))  # fmt: skip
     return found
+
+
+def _over(
+    holds: list[tuple[int, datetime, datetime, int]],
+    others: list[tuple[datetime, datetime, int]],
+    now: datetime,
+    last: datetime,
+    usable: int,
+) -> tuple[int, tuple[int, ...]] | None:
+    """``(peak, concerned)`` when the allocations ``holds`` (``(id, starts_at, ends_at,
+    cards)``) and the ``others`` (occurrences, maintenance windows: ``(starts_at, ends_at,
+    cards)``) together peak above ``usable`` in ``[now, last)``, else ``None``. ``concerned``:
+    the ids of the allocations during whose window (from ``now``) more than ``usable`` are held
+    at some instant, by the invariant's own sweep line (:func:`spans_over`, one sweep for all
+    of them), oldest start first."""
+    intervals = [(s, e, n) for _i, s, e, n in holds] + others
+    peak = peak_cards(intervals, now, last)
+    if peak <= usable:
+        return None
+    over = spans_over(intervals, now, last, usable)
+    ordered = sorted(holds, key=lambda h: (h[1], h[0]))
+    return peak, tuple(pk for pk, s, e, _n in ordered if overlaps_any(over, max(s, now), e))
 
 
 PAIRS_CACHE_S = 15 * 60
@@ -187,7 +212,7 @@ def _holding_pairs(now: datetime) -> list[tuple[int, int, datetime, int]]:
 
 
 def _future_holds(pairs: set[tuple[int, int]], now: datetime) -> dict[tuple[int, int], list]:
-    """``(starts_at, ends_at, cards)`` of the whole-card holding allocations of ``pairs``
+    """``(id, starts_at, ends_at, cards)`` of the whole-card holding allocations of ``pairs``
     (pool id, model id) ending after ``now``, by pair. One query, run for no pair too (ids no
     row has: 0), so that the page's query count does not depend on how many pairs are
     candidates."""
@@ -199,20 +224,19 @@ def _future_holds(pairs: set[tuple[int, int]], now: datetime) -> dict[tuple[int,
             pool_id__in=sorted({p for p, _m in pairs}) or [0],
             gpu_model_id__in=sorted({m for _p, m in pairs}) or [0],
         )
-        .values_list("pool_id", "gpu_model_id", "starts_at", "ends_at", "card_count")
+        .values_list("pool_id", "gpu_model_id", "id", "starts_at", "ends_at", "card_count")
     )
     found: dict[tuple[int, int], list] = defaultdict(list)
-    for pool_id, model_id, start, end, cards in rows:
+    for pool_id, model_id, pk, start, end, cards in rows:
         if (pool_id, model_id) in pairs:
-            found[(pool_id, model_id)].append((start, end, cards))
+            found[(pool_id, model_id)].append((pk, start, end, cards))
     return found
 
 
-def _overcommitted_slices(now: datetime) -> list[Overcommit]:
-    """The slice allocations' half: per pool × model × profile holding slices from ``now``,
-    the peak held against the slices of that profile the pool has now. One query for the
-    triples, then two per triple."""
-    triples = (
+def _slice_triples(now: datetime) -> list[tuple[int, int, str, datetime]]:
+    """``(pool id, model id, MIG profile, last end)`` of the slice allocations holding slices
+    after ``now``. One query."""
+    return list(
         Allocation.objects.holding()
         .slices()
         .filter(ends_at__gt=now)
@@ -220,39 +244,39 @@ def _overcommitted_slices(now: datetime) -> list[Overcommit]:
         .annotate(last=Max("ends_at"))
         .order_by()
     )
+
+
+def _overcommitted_slices(
+    now: datetime, triples: list[tuple[int, int, str, datetime]], pools: dict, models: dict
+) -> list[Overcommit]:
+    """The slice allocations' half over ``triples``: per pool × model × profile holding slices
+    from ``now``, the peak held (with the slices maintenance windows take away,
+    :func:`pools.capacity.window.maintenance_slice_intervals_by_key`) against the slices of
+    that profile the pool has now (:func:`pools.inventory.selectors.mig_slices`). Three
+    queries: the slices there are, the holds, the maintenance windows."""
+    pool_ids = sorted({p for p, *_ in triples})
+    has = mig_slices(gpus=Gpu.objects.filter(node__pool_id__in=pool_ids))
+    horizon = max(last for *_k, last in triples)
+    holds: dict[tuple[int, int, str], list] = defaultdict(list)
+    rows = (
+        Allocation.objects.holding()
+        .slices()
+        .filter(ends_at__gt=now, pool_id__in=pool_ids)
+        .values_list("pool_id", "gpu_model_id", "mig_profile", "id", "starts_at", "ends_at",
+                     "card_count")
+    )  # fmt: skip
+    for pool_id, model_id, profile, pk, start, end, n in rows:
+        holds[(pool_id, model_id, profile)].append((pk, start, end, n))
+    away = maintenance_slice_intervals_by_key(now, horizon, pool_ids=pool_ids)
     found: list[Overcommit] = []
-    if not triples:
-        return found
-    pools = Pool.objects.in_bulk({p for p, _m, _f, _e in triples})
-    models = GpuModel.objects.in_bulk({m for _p, m, _f, _e in triples})
     for pool_id, model_id, profile, last in triples:
-        pool, model = pools[pool_id], models[model_id]
-        holds = window_holds(pool=pool, gpu_model=model, start=now, end=last, profile=profile)
-        has = pool_slices(pool=pool, gpu_model=model).get(profile, 0)
-        if holds.peak <= has:
-            continue
-        rows = list(
-            holding_allocations(pool=pool, gpu_model=model, start=now, end=last, profile=profile)
-            .order_by("starts_at", "id")
-            .values_list("id", "starts_at", "ends_at", "card_count")
-        )
-        intervals = [(s, e, n) for _i, s, e, n in rows]
-        concerned = tuple(
-            pk for pk, s, e, _n in rows if peak_cards(intervals, max(s, now), e) > has
-        )
-        found.append(
-            Overcommit(pool.slug, model.slug, has, holds.peak, now, last, concerned, profile)
-        )
+        key = (pool_id, model_id, profile)
+        there = has.get((pool_id, model_id), {}).get(profile, 0)
+        over = _over(holds[key], away.get(key, []), now, last, there)
+        if over is not None:
+            peak, concerned = over
+            found.append(Overcommit(
+                pools[pool_id].slug, models[model_id].slug, there, peak, now, last, concerned,
+                profile,
+            ))  # fmt: skip
     return found
-
-
-def _concerned(pool: Pool, model: GpuModel, now: datetime, last: datetime, usable: int):
-    """Holding allocations during whose window (from ``now``) more than ``usable`` cards are
-    held at some instant, by the invariant's own sweep line."""
-    rows = list(
-        holding_allocations(pool=pool, gpu_model=model, start=now, end=last)
-        .order_by("starts_at", "id")
-        .values_list("id", "starts_at", "ends_at", "card_count")
-    )
-    intervals = [(s, e, n) for _i, s, e, n in rows]
-    return tuple(pk for pk, s, e, _n in rows if peak_cards(intervals, max(s, now), e) > usable)

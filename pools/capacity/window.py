@@ -409,6 +409,37 @@ def maintenance_slice_intervals(
     return [(s, e, n) for _, s, e, n in rows]
 
 
+def maintenance_slice_intervals_by_key(
+    start: datetime, end: datetime, *, pool_ids: Iterable[int]
+) -> dict[tuple[int, int, str], list[tuple[datetime, datetime, int]]]:
+    """:func:`maintenance_slice_intervals` for every GPU model and MIG profile of the pools
+    ``pool_ids`` at once, by ``(pool id, model id, profile)``: ``(starts_at, ends_at,
+    slices)`` of each planned maintenance window overlapping ``[start, end)``, ``slices`` the
+    instances of that profile on the window's nodes' cards in MIG mode. One query."""
+    cards = Gpu.objects.sliced().filter(node__pool_id__in=list(pool_ids))
+    rows = (
+        MigDevice.objects.filter(
+            overlap_q(start, end, via="gpu__node__maintenance_windows"),
+            gpu__in=cards.values("pk"),
+            gpu__node__maintenance_windows__status=MaintenanceStatus.PLANNED,
+        )
+        .values_list(
+            "gpu__node__pool",
+            "gpu__gpu_model",
+            "profile",
+            "gpu__node__maintenance_windows",
+            "gpu__node__maintenance_windows__starts_at",
+            "gpu__node__maintenance_windows__ends_at",
+        )
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    found: dict[tuple[int, int, str], list[tuple[datetime, datetime, int]]] = {}
+    for pool_id, model_id, profile, _window, s, e, n in rows:
+        found.setdefault((pool_id, model_id, profile), []).append((s, e, n))
+    return found
+
+
 def maintenance_intervals_by_pool_model(
     start: datetime, end: datetime, *, pool_id: int | None = None, gpu_model_id: int | None = None
 ) -> dict[tuple[int, int], list[tuple[datetime, datetime, int]]]:

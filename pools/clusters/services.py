@@ -37,6 +37,7 @@ from pools.common.errors import (
 )
 from pools.common.validators import single_line_text_validator
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
+from pools.tenancy.permissions import may_see_cluster_details
 from scheduler_adapters.errors import SchedulerError
 
 # The fields a connection is made of: the environment's clusters take them from the settings.
@@ -191,24 +192,38 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
     return cluster
 
 
-def cluster_require_reachable(*, cluster_id: int | None) -> None:
+def cluster_require_reachable(*, cluster_id: int | None, actor: Any) -> None:
     """Refuse a write into a pool of ``cluster_id`` when the cluster was unreachable at its
-    last check: :class:`ClusterUnreachable` (409) with the cluster, the reason and when it was
-    checked. A pool without a cluster (the environment's) and a cluster never checked pass:
-    only a known outage makes pools read-only."""
+    last check: :class:`ClusterUnreachable` (409). A pool without a cluster (the environment's)
+    and a cluster never checked pass: only a known outage makes pools read-only.
+
+    What the refusal says depends on ``actor``
+    (:func:`pools.tenancy.permissions.may_see_cluster_details`): a pool admin gets the
+    cluster's slug, the check's reason and when it was checked (data ``cluster``, ``reason``,
+    ``checked_at``); anyone else -- a member, a system rule (``None``) -- the slug and when,
+    never the reason, which names the hosts, URLs and files the check could not reach
+    (``"scheduler_unavailable: connection refused (slurm.example.internal:6820)"``)."""
     if cluster_id is None:
         return
     cluster = Cluster.objects.only("slug", "status", "status_reason", "checked_at").get(
         pk=cluster_id
     )
-    if cluster.is_down:
+    if not cluster.is_down:
+        return
+    checked_at = cluster.checked_at.isoformat() if cluster.checked_at else None
+    read_only = "its pools are read-only until it answers again."
+    if may_see_cluster_details(actor):
         raise ClusterUnreachable(
-            f"Cluster {cluster.slug} is unreachable ({cluster.status_reason}); its pools are "
-            "read-only until it answers again.",
+            f"Cluster {cluster.slug} is unreachable ({cluster.status_reason}); {read_only}",
             cluster=cluster.slug,
             reason=cluster.status_reason,
-            checked_at=cluster.checked_at.isoformat() if cluster.checked_at else None,
+            checked_at=checked_at,
         )
+    raise ClusterUnreachable(
+        f"Cluster {cluster.slug} is unreachable; {read_only}",
+        cluster=cluster.slug,
+        checked_at=checked_at,
+    )
 
 
 def cluster_operation_record(

@@ -682,8 +682,8 @@ def dashboard_alerts(*, now: datetime, limit: int = 5) -> Alerts:
     """Unrecognised model names, scheduler drift reconcile could not repair and has not repaired
     since (:func:`pools.capacity.selectors.unrepaired_drifts`, newest first; two queries), and
     pool × model windows from ``now`` on that hold more cards than usable
-    (:func:`pools.capacity.overcommit.overcommitted_windows`: one query, and one per pool × model
-    with holds)."""
+    (:func:`pools.capacity.overcommit.overcommitted_windows`: eight queries however many pairs
+    are over)."""
     drifts = list(
         unrepaired_drifts()
         .select_related("team")

@@ -13,6 +13,7 @@ from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from pools.common.validators import DATE_RANGE_MESSAGE, EARLIEST_DATE, LATEST_DATE
 from pools.serving import selectors
 from pools.serving.fold import SIGNAL_FIELDS
 from pools.serving.models import ServingRollup
@@ -134,7 +135,20 @@ class EfficiencySerializer(serializers.Serializer):
 
 
 class MonthSerializer(serializers.Serializer):
-    month = serializers.RegexField(r"^\d{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM")
+    """``month`` as ``YYYY-MM`` in ASCII digits (``\\d`` took Arabic-Indic ones), within the
+    portal's dates (:data:`pools.common.validators.DATE_RANGE_MESSAGE`): year 0 is no date and
+    December 9999 has no next month to end the window, so either was a 500. DRF trims
+    surrounding white space first."""
+
+    month = serializers.RegexField(
+        r"^[0-9]{4}-(0[1-9]|1[0-2])$", help_text="YYYY-MM, from 2000-01 to 2100-12"
+    )
+
+    def validate_month(self, value: str) -> str:
+        year = int(value[:4])
+        if not EARLIEST_DATE.year <= year <= LATEST_DATE.year:
+            raise serializers.ValidationError(DATE_RANGE_MESSAGE)
+        return value
 
 
 class SpanSerializer(serializers.Serializer):

@@ -17,6 +17,7 @@ one allocation, the engine with more requests in the bucket answers (their bucke
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -48,9 +49,11 @@ class Unmatched:
     series: int
 
     def as_dict(self) -> dict:
+        """As the run stores it: a NUL in a label (label values are any UTF-8) as U+FFFD,
+        since PostgreSQL's jsonb refuses ``\\u0000`` (it failed the whole pass)."""
         return {
-            "namespace": self.namespace,
-            "allocation_label": self.allocation_label,
+            "namespace": self.namespace.replace("\x00", "\ufffd"),
+            "allocation_label": self.allocation_label.replace("\x00", "\ufffd"),
             "reason": self.reason,
             "series": self.series,
         }
@@ -110,8 +113,9 @@ def _series_count(readings: TargetReadings) -> int:
     return values + buckets
 
 
-def allocation_values(targets: list[TargetReadings]) -> Values:
-    """The values of one allocation from its placed targets (module docstring)."""
+def allocation_values(targets: list[TargetReadings], *, held: int | None = None) -> Values:
+    """The values of one allocation holding ``held`` cards from its placed targets (module
+    docstring); implausible values unknown (:func:`_implausible_unknown`)."""
     out = Values()
     merged_values, merged_buckets = _merge(targets)
     for target in targets:
@@ -138,7 +142,42 @@ def allocation_values(targets: list[TargetReadings]) -> Values:
     tx, rx = out.fields.pop("nvlink_tx_bytes_s"), out.fields.pop("nvlink_rx_bytes_s")
     out.fields["nvlink_bytes_s"] = None if tx is None and rx is None else (tx or 0.0) + (rx or 0.0)
     out.engines = tuple(sorted(engines))
+    _implausible_unknown(out, held)
     return out
+
+
+#: Largest value a bucket's signal may take, any unit: 10^15 is far above every real reading
+#: (NVLink bytes/s of a 72-card NVL72 domain at 1.8 TB/s per card is 1.3e14; framebuffer MiB
+#: are ~10^5), and sums of a month of such buckets stay far inside a float (PostgreSQL's
+#: ``SUM`` of two 1.7e308 fails with "value out of range: overflow").
+VALUE_CEILING = 1e15
+#: Most tokens of one kind an allocation's bucket may count: 10^12 in 5 minutes is 3.3 billion
+#: tokens/s; tokens per card-hour then stay below 1.2e13 (the API writes 16 digits).
+TOKEN_CEILING = 1e12
+TOKEN_FIELDS = ("prompt_tokens", "generation_tokens")
+CARD_FIELDS = ("cards_reporting", "cards_busy")
+
+
+def _implausible_unknown(out: Values, held: int | None) -> None:
+    """A value no exporter can mean is unknown, with a note naming it: past a float (``inf``;
+    the adapter reads ``NaN`` / ``±Inf`` as ``None``, but two engines' 1.7e308 add up to
+    ``inf``, as does a KV share of 1e307 x 100), beyond :data:`VALUE_CEILING` or
+    :data:`TOKEN_CEILING`, or more cards reporting or busy than the ``held`` ones. Stored,
+    such values made the serving reads a 500 (JSON has no Infinity; the efficiency sums
+    overflowed, or its shares outgrew their digits)."""
+    for key, value in out.fields.items():
+        if value is None:
+            continue
+        if not math.isfinite(value) or abs(value) > VALUE_CEILING:
+            why = "past any real reading"
+        elif key in TOKEN_FIELDS and value > TOKEN_CEILING:
+            why = f"more than {TOKEN_CEILING:.0e} tokens in a bucket"
+        elif key in CARD_FIELDS and held is not None and value > held:
+            why = f"more cards than the {held} held"
+        else:
+            continue
+        out.fields[key] = None
+        out.notes.append(f"{key}: {value:g} is {why}; unknown")
 
 
 def _merge(targets: list[TargetReadings]):

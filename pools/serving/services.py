@@ -226,12 +226,13 @@ def _row(
     """One allocation's row, or ``None`` for a Slurm allocation no labelled series placed."""
     if targets is None and _namespace(allocation) is None:
         return None
-    values = allocation_values(targets or [])
+    held = allocation.card_count if held is None else held
+    values = allocation_values(targets or [], held=held)
     return ServingRollup(
         allocation_id=allocation.pk,
         bucket_seconds=Resolution.FIVE_MINUTES,
         bucket_start=start,
-        cards_held=allocation.card_count if held is None else held,
+        cards_held=held,
         engine="+".join(values.engines),
         missing=values.missing,
         notes=values.notes,

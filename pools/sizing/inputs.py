@@ -42,6 +42,7 @@ from pools.sizing.plan import (
 )
 from pools.sizing.presets import (
     CUSTOM_ARCH_FIELDS,
+    MAX_HF_COUNT,
     REQUIRED_ARCH_FIELDS,
     ModelArch,
     custom_model_arch,
@@ -100,7 +101,7 @@ MAX_CONCURRENCY = 1_000_000
 MAX_PARALLEL = 72
 MAX_TARGET_MS = 3_600_000
 MAX_PRICE = Decimal("100000")
-MAX_ARCH_VALUE = 10**13
+MAX_ARCH_VALUE = MAX_HF_COUNT  # 10**13, a config.json's counts take the same
 
 #: Default TTFT target, ms: seeds/000 section 4.2 "TTFT ... usually kept within 1 second"
 #: (通常要求控制在1秒以内); TPOT "generally under 50 ms" gives the TPOT default.

@@ -540,6 +540,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     name, config = _language_config(config)
     model_type = str(config.get("model_type") or "").lower()
     _check_attention_only(config, model_type)
+    _check_whole_numbers(config)
     required = _required_hf_fields(config)
     kv_lora = config.get("kv_lora_rank")
     rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
@@ -553,8 +554,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         "num_layers": required["num_layers"],
         "hidden_size": required["hidden_size"],
         "num_attention_heads": required["num_attention_heads"],
-        "num_kv_heads": _first(config, "num_key_value_heads", "num_kv_heads")
-        or required["num_attention_heads"],
+        "num_kv_heads": _kv_heads(config, required),
         "head_dim": _hf_head_dim(config, required, rope),
         "intermediate_size": required["intermediate_size"],
         "vocab_size": required["vocab_size"],
@@ -660,6 +660,53 @@ def _check_attention_only(config: Mapping[str, Any], model_type: str) -> None:
             )
 
 
+#: The config.json keys read as counts (layers, widths, heads, experts, tokens): each, when
+#: present and not ``null``, must be a whole number from 0 to :data:`MAX_HF_COUNT`.
+_HF_COUNT_KEYS = (
+    "num_hidden_layers", "n_layer", "num_layers", "hidden_size", "n_embd", "d_model",
+    "num_attention_heads", "n_head", "num_key_value_heads", "num_kv_heads", "head_dim",
+    "qk_nope_head_dim", "qk_rope_head_dim", "kv_lora_rank", "q_lora_rank", "v_head_dim",
+    "intermediate_size", "intermediate_size_mlp", "moe_intermediate_size", "ffn_dim", "n_inner",
+    "vocab_size", "max_position_embeddings", "max_sequence_length", "sliding_window",
+    "attention_chunk_size", "n_routed_experts", "num_experts", "num_local_experts",
+    "num_experts_per_tok", "experts_per_token", "moe_topk", "n_shared_experts",
+    "num_shared_experts", "first_k_dense_replace", "interleave_moe_layer_step",
+    "decoder_sparse_step",
+)  # fmt: skip
+#: Largest count a config.json may give, the custom fields' bound too
+#: (``pools.sizing.inputs.MAX_ARCH_VALUE``): 10**13, far above any real width or vocabulary.
+MAX_HF_COUNT = 10**13
+
+
+def _shortened(text: str, limit: int = 40) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _check_whole_numbers(config: Mapping[str, Any]) -> None:
+    """Raises :class:`SizingInputError` ``not_a_count`` (field ``config``) naming every key of
+    :data:`_HF_COUNT_KEYS` whose value is not a whole number from 0 to :data:`MAX_HF_COUNT`
+    (text, a list, an object, a boolean, a fraction, a negative): the parameter count would
+    add them to numbers (``"128" + 64`` was a TypeError, a 500, before anything was written).
+    A 0 the architecture cannot use is the arch's own error later."""
+    wrong = [
+        f"{key} is {_shortened(repr(config[key]))}"
+        for key in _HF_COUNT_KEYS
+        if config.get(key) is not None
+        and (
+            isinstance(config[key], bool)
+            or not isinstance(config[key], int)
+            or not 0 <= config[key] <= MAX_HF_COUNT
+        )
+    ]
+    if wrong:
+        raise SizingInputError(
+            f"the config.json's {'; '.join(wrong)}: each must be a whole number from 0 to "
+            f"{MAX_HF_COUNT:,}",
+            reason="not_a_count",
+            field="config",
+        )
+
+
 def _required_hf_fields(config: Mapping[str, Any]) -> dict[str, Any]:
     """The required fields plus ``dense_intermediate_size``, by field name; raises
     :class:`SizingInputError` ``missing`` naming the config keys of every absent one."""
@@ -696,6 +743,13 @@ def _required_hf_fields(config: Mapping[str, Any]) -> dict[str, Any]:
             field="config",
         )
     return fields
+
+
+def _kv_heads(config: Mapping[str, Any], required: dict[str, Any]) -> Any:
+    """``num_key_value_heads``; absent: the attention heads (multi-head attention). A 0 given
+    is kept for :class:`ModelArch` to refuse (``or`` once read it as absent: 32 KV heads)."""
+    kv_heads = _first(config, "num_key_value_heads", "num_kv_heads")
+    return required["num_attention_heads"] if kv_heads is None else kv_heads
 
 
 def _hf_head_dim(config: Mapping[str, Any], required: dict[str, Any], rope: Any) -> Any:

@@ -397,3 +397,24 @@ def test_long_ranges_are_cut_into_pieces_prometheus_accepts():
     assert _chunks(start, start + timedelta(minutes=30), 60) == [
         (start, start + timedelta(minutes=30))
     ]
+
+
+def test_a_nul_in_a_label_value_is_read_as_the_replacement_character():
+    """Label values are any UTF-8, NUL included; PostgreSQL's text and jsonb refuse it, so a
+    pod's ``model_name="qwen\\x00"`` failed the whole token import (and a namespace with one the
+    serving pass): every consumer reads it as U+FFFD, visible and storable."""
+    prom, _ = adapter(
+        lambda r: ok(
+            {
+                "resultType": "vector",
+                "result": [
+                    {"metric": {"namespace": "team-\x00x", "model_name": "qwen\x00"},
+                     "value": [1.5, "3"]},
+                ],
+            }
+        )
+    )  # fmt: skip
+
+    (series,) = prom.query("vllm:prompt_tokens_total", at=AT)
+
+    assert series.labels == (("model_name", "qwen\ufffd"), ("namespace", "team-\ufffdx"))

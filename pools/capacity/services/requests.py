@@ -615,7 +615,7 @@ def capacity_request_approve(
         locked_pool, request = _approval_locks(request, target_pool, target_model)
         if request.status == RequestStatus.APPROVED:
             return request.allocation
-        _check_approvable(request, locked_pool)
+        _check_approvable(request, locked_pool, actor)
         cards = request.card_count if card_count is None else card_count
         end = request.ends_at if ends_at is None else ends_at
         _check_grant(request, cards, end, locked_pool, target_model)
@@ -643,12 +643,13 @@ def _approval_locks(
     return pool_and_request_lock(pool.pk, request, model)
 
 
-def _check_approvable(request: CapacityRequest, locked_pool: Pool | None) -> None:
+def _check_approvable(request: CapacityRequest, locked_pool: Pool | None, actor: Any) -> None:
     """The (locked) request is submitted and has a pool to grant in, whose cluster answers:
-    else :class:`InvalidTransition` or :class:`ClusterUnreachable` (its pools are read-only)."""
+    else :class:`InvalidTransition` or :class:`ClusterUnreachable` (its pools are read-only;
+    what it says of the cluster is what ``actor`` may see)."""
     if request.status != RequestStatus.SUBMITTED or locked_pool is None:
         raise _not_approvable(request, f"A {request.status} request cannot be approved.")
-    cluster_require_reachable(cluster_id=locked_pool.cluster_id)
+    cluster_require_reachable(cluster_id=locked_pool.cluster_id, actor=actor)
 
 
 def _grant_room(

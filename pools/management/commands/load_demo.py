@@ -52,6 +52,7 @@ from pools.inventory.services.import_files import inventory_import_file, invento
 from pools.maintenance.models import MaintenanceWindow
 from pools.maintenance.selectors import WaveAsk
 from pools.maintenance.services.windows import maintenance_waves_create
+from pools.management.backdate import demo_clock
 from pools.management.demo import (
     CLUSTER_HEALTH,
     CLUSTERS,
@@ -90,6 +91,9 @@ from scheduler_adapters.prometheus import DeviceUsage, Sample
 from scheduler_adapters.records import JobQueue, PendingJob, RunningJob
 from scheduler_adapters.types import InventorySource
 
+IDLE_HISTORY = timedelta(days=2)
+"""How long nlp's serving and shaped fine-tune have run when the demo is loaded: the idle
+findings' series and windows and the advisor's rows fit in it."""
 CAPTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia-smi"
 TEAMS = [
     ("nlp", "NLP", "CC-4100"),
@@ -168,7 +172,7 @@ class Command(BaseCommand):
                 workload_kind=kind,
                 card_count=cards,
                 starts_at=start,
-                ends_at=start + days * day,
+                ends_at=extra.pop("ends_at", start + days * day),
                 justification=why,
                 pool=pools[pool],
                 gpu_model=models[model],
@@ -190,19 +194,25 @@ class Command(BaseCommand):
             "Detector pre-training, 2 nodes.",
         )
         capacity_request_approve(request=training, actor=admin, reason="fits the quarter plan")
-        serving = ask(
-            "alice",
-            "nlp",
-            "inference",
-            "infer-k8s",
-            "l40s",
-            8,
-            soon,
-            2,
-            "Chat assistant serving (Qwen2.5-14B).",
-            workload_class=classes["production"],
-        )
-        capacity_request_approve(request=serving, actor=admin)
+        # nlp's serving here and its shaped fine-tune below have run for two days already (the
+        # idle findings and the advisor's rows stand on them): asked, approved and granted two
+        # days ago, as the audit trail then says (pools.management.backdate), and ending where
+        # a grant from now would end them.
+        with demo_clock(now - IDLE_HISTORY - timedelta(minutes=1)):
+            serving = ask(
+                "alice",
+                "nlp",
+                "inference",
+                "infer-k8s",
+                "l40s",
+                8,
+                now - IDLE_HISTORY,
+                2,
+                "Chat assistant serving (Qwen2.5-14B).",
+                workload_class=classes["production"],
+                ends_at=soon + 2 * day,
+            )
+            capacity_request_approve(request=serving, actor=admin)
         # Workload classes (issue 36): production serving on L40S (above), batch on the 4090s.
         batch = ask(
             "bob",
@@ -236,21 +246,23 @@ class Command(BaseCommand):
         )
         # A shaped request (TP=4 on one NVLink domain): placed on half of one 8-card node, so the
         # dashboard's stranded capacity shows the other half, unusable for a 1 × 8 job.
-        shaped = ask(
-            "alice",
-            "nlp",
-            "training",
-            "train-slurm",
-            "a100_80g_sxm",
-            4,
-            soon,
-            10,
-            "Fine-tune Llama-3.1-70B with LoRA at TP=4 on one node.",
-            cards_per_node=4,
-            node_count=1,
-            one_nvlink_domain=True,
-        )
-        capacity_request_approve(request=shaped, actor=admin)
+        with demo_clock(now - IDLE_HISTORY - timedelta(minutes=1)):  # see serving's
+            shaped = ask(
+                "alice",
+                "nlp",
+                "training",
+                "train-slurm",
+                "a100_80g_sxm",
+                4,
+                now - IDLE_HISTORY,
+                10,
+                "Fine-tune Llama-3.1-70B with LoRA at TP=4 on one node.",
+                cards_per_node=4,
+                node_count=1,
+                one_nvlink_domain=True,
+                ends_at=soon + 10 * day,
+            )
+            capacity_request_approve(request=shaped, actor=admin)
         ask(
             "alice",
             "nlp",
@@ -314,24 +326,24 @@ class Command(BaseCommand):
             return
         users = {u.username: u for u in get_user_model().objects.all()}
         now = timezone.now().replace(second=0, microsecond=0)
-        request = capacity_request_create(
-            actor=users["bob"],
-            fields=RequestFields(
-                team=Team.objects.get(slug="vision"),
-                workload_kind="inference",
-                card_count=4,
-                starts_at=now + timedelta(minutes=1),
-                ends_at=now + timedelta(days=14),
-                justification="Image-captioning API (Qwen2-VL-7B, TP=2), autoscaled.",
-                pool=Pool.objects.get(slug="infer-k8s"),
-                gpu_model=GpuModel.objects.get(slug="l40s"),
-            ),
-        )
-        allocation = capacity_request_approve(request=request, actor=users["admin"])
         history_days = 3
-        Allocation.objects.filter(pk=allocation.pk).update(
-            starts_at=now - timedelta(days=history_days, hours=1), status=AllocationStatus.ACTIVE
-        )
+        start = now - timedelta(days=history_days, hours=1)
+        with demo_clock(start - timedelta(minutes=1)):  # asked and granted then (backdate.py)
+            request = capacity_request_create(
+                actor=users["bob"],
+                fields=RequestFields(
+                    team=Team.objects.get(slug="vision"),
+                    workload_kind="inference",
+                    card_count=4,
+                    starts_at=start,
+                    ends_at=now + timedelta(days=14),
+                    justification="Image-captioning API (Qwen2-VL-7B, TP=2), autoscaled.",
+                    pool=Pool.objects.get(slug="infer-k8s"),
+                    gpu_model=GpuModel.objects.get(slug="l40s"),
+                ),
+            )
+            allocation = capacity_request_approve(request=request, actor=users["admin"])
+        Allocation.objects.filter(pk=allocation.pk).update(status=AllocationStatus.ACTIVE)
         allocations_changed()  # an UPDATE sends no post_save
         allocation.refresh_from_db()
         policy = elastic_policy_create(
@@ -603,7 +615,8 @@ class Command(BaseCommand):
         """Reclamation policies and the findings an idle scan would have left, with the series
         it would have read (a fake dcgm-exporter: a few busy cards, the rest near 0 %), so the
         idle page shows every state: reclaim in a few hours, dry run past its grace, resolved.
-        The two running demo allocations are moved two days back so their windows fit."""
+        They stand on the two demo allocations granted :data:`IDLE_HISTORY` ago
+        (:meth:`_requests`)."""
         if IdleFinding.objects.exists():
             return
         pools = {p.slug: p for p in Pool.objects.all()}
@@ -611,20 +624,20 @@ class Command(BaseCommand):
             pool=pools["infer-k8s"], defaults={"dry_run": False, "grace_hours": 24}
         )
         training_policy, _ = ReclamationPolicy.objects.get_or_create(pool=pools["train-slurm"])
-        running = {
-            a.pool.slug: a
-            for a in Allocation.objects.filter(status__in=RUNNING_STATUSES).select_related(
-                "pool", "team", "gpu_model"
+        now = timezone.now().replace(second=0, microsecond=0)
+        # nlp's serving and shaped fine-tune, granted IDLE_HISTORY ago (_requests)
+        running = {}
+        for a in (
+            Allocation.objects.filter(
+                status__in=RUNNING_STATUSES, starts_at__lte=now - IDLE_HISTORY
             )
-        }
+            .select_related("pool", "team", "gpu_model")
+            .order_by("-pk")
+        ):
+            running[a.pool.slug] = a
         serving, training = running.get("infer-k8s"), running.get("train-slurm")
         if serving is None or training is None:
             return
-        now = timezone.now().replace(second=0, microsecond=0)
-        Allocation.objects.filter(pk__in=[serving.pk, training.pk]).update(
-            starts_at=now - timedelta(days=2)
-        )
-        allocations_changed()
         rng = random.Random(7)
         hour = timedelta(hours=1)
 

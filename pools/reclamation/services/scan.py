@@ -230,10 +230,7 @@ def idle_scan(
     # start finer than its first sample would drop that sample (coverage 5/6)
     now = (now or timezone.now()).replace(microsecond=0)
     report = ScanReport(now=now)
-    chosen = ReclamationPolicy.objects.select_related("pool")
-    if pool_ids is not None:
-        chosen = chosen.filter(pool_id__in=list(pool_ids))
-    policies = {p.pool_id: p for p in chosen}
+    policies = _scan_policies(pool_ids)
     if not policies:
         report.notes.append("no pool has a reclamation policy")
         return report
@@ -241,28 +238,63 @@ def idle_scan(
     if metrics is None:
         report.error = "no Prometheus configured (PROMETHEUS_URL)"
         return report
-    longest = max(p.window_minutes for p in policies.values())
     allocations = _allocations_to_judge(policies, now)
     report.allocations = len(allocations)
     if not allocations:
         return report
-    windows = {p.window_minutes * 60 for p in policies.values()}
     try:
-        devices = list(
-            metrics.gpu_usage_summary(
-                end=now,
-                windows_s=windows,
-                step_s=STEP_S,
-                min_coverage=min(float(p.min_coverage) for p in policies.values()),
-                near_pct={float(p.idle_below_pct) for p in policies.values()},
-            )
-        )
+        devices = _usage_summary(metrics, policies, now)
     except SchedulerError as exc:
         report.error = f"Prometheus unavailable, nothing changed: {exc}"
         report.seconds = time.monotonic() - started
         return report
     devices = devices_on_inventory(devices)
     report.devices = len(devices)
+    _judge_frozen(policies, allocations, devices, metrics, now, slurm_adapter, report)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _scan_policies(pool_ids: Iterable[int] | None) -> dict[int, ReclamationPolicy]:
+    """The reclamation policies to scan by pool id (of ``pool_ids`` only, when given), each
+    with its pool read; empty when no pool has one."""
+    chosen = ReclamationPolicy.objects.select_related("pool")
+    if pool_ids is not None:
+        chosen = chosen.filter(pool_id__in=list(pool_ids))
+    return {p.pool_id: p for p in chosen}
+
+
+def _usage_summary(
+    metrics: Any, policies: dict[int, ReclamationPolicy], now: datetime
+) -> list[DeviceUsage]:
+    """Every device's summary over each policy's window ending at ``now`` (seconds), in one
+    Prometheus round (:meth:`~scheduler_adapters.prometheus.PrometheusAdapter.gpu_usage_summary`
+    at :data:`STEP_S` steps, the lowest ``min_coverage`` and every ``idle_below_pct`` of the
+    policies). Raises :class:`SchedulerError` when Prometheus cannot be read."""
+    return list(
+        metrics.gpu_usage_summary(
+            end=now,
+            windows_s={p.window_minutes * 60 for p in policies.values()},
+            step_s=STEP_S,
+            min_coverage=min(float(p.min_coverage) for p in policies.values()),
+            near_pct={float(p.idle_below_pct) for p in policies.values()},
+        )
+    )
+
+
+def _judge_frozen(
+    policies: dict[int, ReclamationPolicy],
+    allocations: list[Allocation],
+    devices: list[DeviceUsage],
+    metrics: Any,
+    now: datetime,
+    slurm_adapter: Any,
+    report: ScanReport,
+) -> None:
+    """:func:`_judge` with the series frozen out of the garbage collector, the sparklines
+    read over the longest policy window (minutes) before ``now``. Prometheus failing while
+    the sparklines are read is said in ``report.error`` (what was written before stays)."""
+    longest = max(p.window_minutes for p in policies.values())
     # The series are millions of long-lived objects without cycles: frozen, the collections
     # that the ORM's work below triggers need not walk them (benchmarks/reclamation.py).
     gc.freeze()
@@ -273,8 +305,6 @@ def idle_scan(
         report.error = f"Prometheus unavailable while reading sparklines: {exc}"
     finally:
         gc.unfreeze()
-    report.seconds = time.monotonic() - started
-    return report
 
 
 # The allocation columns the scan reads (the rest, JSON included, loads on first use): the
@@ -314,17 +344,12 @@ def _allocations_to_judge(
 def _judge(
     policies, allocations, devices, now, slurm_adapter, sparklines, report: ScanReport
 ) -> None:
-    """Evaluate every (team, pool[, model]) group and record each allocation's verdict."""
-    hosts: dict[int, set[str]] = defaultdict(set)
-    for hostname, pool_id in Node.objects.filter(pool_id__in=policies).values_list(
-        "hostname", "pool_id"
-    ):
-        hosts[pool_id].add(hostname)
-    # Kubernetes: a team's namespace holds all its cards of a pool; Slurm: per GPU model
-    groups: dict[tuple[int, int, int | None], list[Allocation]] = defaultdict(list)
-    for allocation in allocations:
-        model = allocation.gpu_model_id if allocation.pool.scheduler == Scheduler.SLURM else None
-        groups[(allocation.team_id, allocation.pool_id, model)].append(allocation)
+    """Evaluate every (team, pool[, model]) group and record each allocation's verdict:
+    every group evaluated first (:func:`_evaluate`), then the idle groups' sparklines are
+    limited to their namespaces, then each group is acted on (:func:`_group_act`); last, the
+    evaluations no finding refers to any more are deleted."""
+    hosts = _pool_hosts(policies)
+    groups = _groups_of(allocations)
     slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
     by_namespace = devices_by_namespace(devices)
     open_findings, dismissed = _findings_of(allocations, now)
@@ -343,29 +368,99 @@ def _judge(
         if mine is not None and any(share.verdict == Verdict.IDLE for share in shares)
     }
     for members, policy, group, mine, shares in judged:
-        evaluation = _idle_evaluation(
+        _group_act(
+            members,
+            policy,
             group,
-            shares,
             mine,
-            policy.pool,
-            members[0].team.slug,
-            by_namespace,
-            sparklines,
-            policy_thresholds(policy),
+            shares,
+            findings=(open_findings, dismissed),
+            by_namespace=by_namespace,
+            sparklines=sparklines,
+            now=now,
+            report=report,
         )
-        rows = []
-        for allocation, share in zip(members, shares, strict=True):
-            finding = open_findings.get(allocation.pk)
-            if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
-                report.dismissed += 1  # an admin said it is fine: not flagged again for a week
-                continue
-            rows.append((allocation, finding, share))
-        for finding, allocation, share in _record_group(
-            rows, group, evaluation, policy, now, report
-        ):
-            _maybe_reclaim(finding, allocation, share, group, policy, now, report)
     # the evaluations that every finding of theirs has moved on from
     IdleGroupEvaluation.objects.filter(findings__isnull=True).delete()
+
+
+def _group_act(
+    members: list[Allocation],
+    policy: ReclamationPolicy,
+    group: GroupEvaluation,
+    mine: list[DeviceUsage] | None,
+    shares: list[AllocationShare],
+    *,
+    findings: tuple[dict[int, IdleFinding], set[int]],
+    by_namespace: dict[str | None, list[DeviceUsage]],
+    sparklines: _Sparklines,
+    now: datetime,
+    report: ScanReport,
+) -> None:
+    """Act on one evaluated group (:func:`_evaluate`'s ``group``, ``mine`` and ``shares``):
+    its evaluation with a sparkline when an allocation of it is idle (:func:`_idle_evaluation`,
+    which may raise :class:`SchedulerError`), its verdicts recorded in one transaction
+    (:func:`_record_group`), then each idle finding reclaimed when due
+    (:func:`_maybe_reclaim`). ``findings``: :func:`_findings_of`'s open findings and
+    recently dismissed allocation ids."""
+    evaluation = _idle_evaluation(
+        group,
+        shares,
+        mine,
+        policy.pool,
+        members[0].team.slug,
+        by_namespace,
+        sparklines,
+        policy_thresholds(policy),
+    )
+    rows = _group_rows(members, shares, *findings, report)
+    for finding, allocation, share in _record_group(rows, group, evaluation, policy, now, report):
+        _maybe_reclaim(finding, allocation, share, group, policy, now, report)
+
+
+def _pool_hosts(policies: dict[int, ReclamationPolicy]) -> dict[int, set[str]]:
+    """The hostnames of each policy pool's nodes, by pool id (a pool without nodes: absent,
+    read as the empty set)."""
+    hosts: dict[int, set[str]] = defaultdict(set)
+    for hostname, pool_id in Node.objects.filter(pool_id__in=policies).values_list(
+        "hostname", "pool_id"
+    ):
+        hosts[pool_id].add(hostname)
+    return hosts
+
+
+def _groups_of(
+    allocations: list[Allocation],
+) -> dict[tuple[int, int, int | None], list[Allocation]]:
+    """The allocations grouped as they are judged, keyed ``(team id, pool id, GPU model id or
+    None)``, each group in the allocations' order (oldest first)."""
+    # Kubernetes: a team's namespace holds all its cards of a pool; Slurm: per GPU model
+    groups: dict[tuple[int, int, int | None], list[Allocation]] = defaultdict(list)
+    for allocation in allocations:
+        model = allocation.gpu_model_id if allocation.pool.scheduler == Scheduler.SLURM else None
+        groups[(allocation.team_id, allocation.pool_id, model)].append(allocation)
+    return groups
+
+
+def _group_rows(
+    members: list[Allocation],
+    shares: list[AllocationShare],
+    open_findings: dict[int, IdleFinding],
+    dismissed: set[int],
+    report: ScanReport,
+) -> list[tuple[Allocation, IdleFinding | None, AllocationShare]]:
+    """:func:`_record_group`'s rows of one group: each allocation with its open finding (or
+    ``None``) and its share, in ``members``' order; an allocation with no open finding that
+    is idle again within :data:`DISMISSAL_HOLDS` of a dismissal is left out and counted in
+    ``report.dismissed``."""
+    rows = []
+    for allocation, share in zip(members, shares, strict=True):
+        finding = open_findings.get(allocation.pk)
+        if finding is None and allocation.pk in dismissed and share.verdict == Verdict.IDLE:
+            report.dismissed += 1  # an admin said it is fine: not flagged again for a week
+            continue
+        rows.append((allocation, finding, share))
+    return rows
 
 
 def _evaluate(members, policy, hosts, slurm, by_namespace, now, report) -> tuple:
@@ -815,6 +910,37 @@ def _maybe_reclaim(
     due = grace_ends_at(finding, policy, dry_run=policy.dry_run)
     if due is None or now < due:
         return
+    hold = _reclaim_hold(allocation, group, policy, now, report)
+    if hold:
+        if finding.note != hold:
+            finding.note = hold
+            finding.save(update_fields=["note"])
+        return
+    keep = min(share.cards_in_use, allocation.card_count)
+    if policy.dry_run:
+        if finding.would_reclaim_at is None:
+            _would_reclaim_record(finding, allocation, keep=keep, now=now)
+        report.would_reclaim += 1
+        return
+    why = (
+        f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
+        f"{finding.mean_util_pct} % over {policy.window_minutes} min"
+    )
+    if allocation_reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
+        report.reclaimed += 1
+
+
+def _reclaim_hold(
+    allocation: Allocation,
+    group: GroupEvaluation,
+    policy: ReclamationPolicy,
+    now: datetime,
+    report: ScanReport,
+) -> str | None:
+    """Why a finding whose grace is over is not reclaimed now, as the note it gets, or
+    ``None``: an exemption in force (counted in ``report.exempt``; its note wins over the
+    others), else a change of the allocation within the policy's cooldown (minutes), else
+    cards idle but not *certainly* idle."""
     hold = None
     if not group.certainly_idle:
         hold = "idle but not certainly idle (a peak or process memory): not reclaimed"
@@ -824,35 +950,26 @@ def _maybe_reclaim(
         report.exempt += 1
     elif allocation.updated_at > now - timedelta(minutes=policy.cooldown_minutes):
         hold = f"changed within the {policy.cooldown_minutes} min cooldown"
-    if hold:
-        if finding.note != hold:
-            finding.note = hold
-            finding.save(update_fields=["note"])
-        return
-    keep = min(share.cards_in_use, allocation.card_count)
-    if policy.dry_run:
-        if finding.would_reclaim_at is None:
-            action = (
-                "end it" if keep == 0 else f"shrink it from {allocation.card_count} to {keep} cards"
-            )
-            with transaction.atomic():
-                finding.would_reclaim_at = now
-                finding.note = f"dry run: would {action}"
-                finding.save(update_fields=["would_reclaim_at", "note"])
-                audit_event_record(
-                    actor=None,
-                    action="idle_finding.would_reclaim",
-                    obj=finding,
-                    reason=finding.note,
-                )
-        report.would_reclaim += 1
-        return
-    why = (
-        f"reclaimed: idle since {finding.first_seen_at:%Y-%m-%d %H:%M %Z}, mean "
-        f"{finding.mean_util_pct} % over {policy.window_minutes} min"
-    )
-    if allocation_reclaim(finding, allocation, keep=keep, why=why, now=now, actor=None) is not None:
-        report.reclaimed += 1
+    return hold
+
+
+def _would_reclaim_record(
+    finding: IdleFinding, allocation: Allocation, *, keep: int, now: datetime
+) -> None:
+    """Under a dry-run policy: store on ``finding`` when (``now``) and what the scan would have
+    reclaimed (end the allocation, ``keep`` 0, or shrink it to ``keep`` cards), audited, in one
+    transaction; the allocation is not touched."""
+    action = "end it" if keep == 0 else f"shrink it from {allocation.card_count} to {keep} cards"
+    with transaction.atomic():
+        finding.would_reclaim_at = now
+        finding.note = f"dry run: would {action}"
+        finding.save(update_fields=["would_reclaim_at", "note"])
+        audit_event_record(
+            actor=None,
+            action="idle_finding.would_reclaim",
+            obj=finding,
+            reason=finding.note,
+        )
 
 
 def allocation_reclaim(
@@ -897,36 +1014,54 @@ def allocation_reclaim(
                 ends_at=min(locked.ends_at, now),
             )
         else:
-            before = allocation_snapshot(locked)
-            locked.card_count = keep
-            locked.status_reason = reason
-            if locked.placement:
-                _placement_set(locked, placement_kept(locked.placement, keep))
-            locked.save()
-            audit_event_record(
-                actor=actor,
-                action="allocation.shrunk",
-                obj=locked,
-                before=before,
-                after=allocation_snapshot(locked),
-                reason=reason,
-            )
-            _queue_rebind(locked.pk)
-        finding.state = IdleFindingState.RECLAIMED
-        finding.reclaimed_at = now
-        finding.cards_reclaimed = finding.card_count - keep
-        finding.cards_in_use = keep
-        finding.note = reason
-        finding.save()
-        audit_event_record(
-            actor=actor,
-            action="idle_finding.reclaimed",
-            obj=finding,
-            after=_finding_snapshot(finding),
-            reason=reason,
-        )
-        transaction.on_commit(lambda f=finding: _email_reclaimed(f))
+            _allocation_shrink(locked, keep=keep, reason=reason, actor=actor)
+        _finding_reclaimed(finding, keep=keep, reason=reason, now=now, actor=actor)
     return finding
+
+
+def _allocation_shrink(locked: Allocation, *, keep: int, reason: str, actor: Any) -> None:
+    """Take the locked running ``locked`` allocation down to ``keep`` cards (1 up to its
+    ``card_count``), a placed one to the first ``keep`` cards of its placement
+    (:func:`pools.capacity.shapes.placement_kept`), audited as ``allocation.shrunk`` with
+    ``reason``; its scheduler cap is rebound after commit. Inside the caller's transaction."""
+    before = allocation_snapshot(locked)
+    locked.card_count = keep
+    locked.status_reason = reason
+    if locked.placement:
+        _placement_set(locked, placement_kept(locked.placement, keep))
+    locked.save()
+    audit_event_record(
+        actor=actor,
+        action="allocation.shrunk",
+        obj=locked,
+        before=before,
+        after=allocation_snapshot(locked),
+        reason=reason,
+    )
+    _queue_rebind(locked.pk)
+
+
+def _finding_reclaimed(
+    finding: IdleFinding, *, keep: int, reason: str, now: datetime, actor: Any
+) -> None:
+    """Close the locked ``finding`` as reclaimed at ``now``: ``keep`` cards left in use of its
+    ``card_count`` (the rest counted reclaimed), ``reason`` as its note; audited as
+    ``idle_finding.reclaimed`` and the team emailed after commit. Inside the caller's
+    transaction."""
+    finding.state = IdleFindingState.RECLAIMED
+    finding.reclaimed_at = now
+    finding.cards_reclaimed = finding.card_count - keep
+    finding.cards_in_use = keep
+    finding.note = reason
+    finding.save()
+    audit_event_record(
+        actor=actor,
+        action="idle_finding.reclaimed",
+        obj=finding,
+        after=_finding_snapshot(finding),
+        reason=reason,
+    )
+    transaction.on_commit(lambda f=finding: _email_reclaimed(f))
 
 
 def _queue_rebind(allocation_id: int) -> None:

@@ -53,7 +53,11 @@ from pools.inventory.models import GpuModel, GpuModelAlias, Node
 from scheduler_adapters.records import GpuLimit
 from scheduler_adapters.registry import read_env_file, slurm_command_prefix
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.django_db,
+    pytest.mark.usefixtures("fresh_adapters"),
+]
 
 MODERN = Path("/opt/portal-slurm-modern/var/lib/slurm-test/slurm-test.env")  # 24.11
 FORKY = Path("/opt/portal-slurm-forky/var/lib/slurm-test/slurm-test.env")  # 26.05
@@ -160,13 +164,6 @@ def account(envs):
     yield name
     for env in envs.values():
         delete_account(env, name)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
 
 
 def a100_pool(slug: str, cluster: Cluster, a100: GpuModel):

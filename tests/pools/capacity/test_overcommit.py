@@ -190,3 +190,52 @@ def test_kept_sums_read_later_leave_out_what_ended_since(world, outside_a_transa
     [over] = overcommitted_windows(now=now)
     assert (over.usable, over.peak) == (5, 7)
     assert overcommitted_windows(now=now + 3 * DAY + DAY / 2) == []
+
+
+def test_the_alerts_read_one_or_five_over_committed_pairs_in_as_many_queries(
+    django_assert_num_queries,
+):
+    """Pool ``oc-<i>``: one node of 4 A100 (ratio 1.0: 4 usable); A holds 3 cards from a day
+    ago to in 2 days, B 3 cards from in 1 day to in 3 days. From day 1 to day 2 both hold:
+    3 + 3 = 6 > 4, so each pool is over-committed with peak 6, usable 4, until B's end, and
+    both A and B hold cards then. Read warm (the census kept, as the dashboard reads it), the
+    over-committed windows cost the same queries for one such pool as for five: 8 (pairs,
+    slice triples, pools, models, inventory generation, recurring reservations, maintenance
+    windows, the candidates' holds)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from factories import node_with_gpus
+
+    a100 = GpuModel.objects.get(slug="a100_80g_sxm")
+    team = TeamFactory(slug="vision")
+    now = timezone.now()
+    expected = []
+
+    def over_committed_pool(i):
+        pool = PoolFactory(slug=f"oc-{i}")
+        node_with_gpus(4, hostname=f"oc-{i}-01", pool=pool, state=NodeState.UP)
+        a, b = (
+            AllocationFactory(team=team, pool=pool, gpu_model=a100, card_count=3, status=status,
+                              starts_at=now + start * DAY, ends_at=now + end * DAY)
+            for status, start, end in ((AllocationStatus.ACTIVE, -1, 2),
+                                       (AllocationStatus.APPROVED, 1, 3))
+        )  # fmt: skip
+        expected.append((f"oc-{i}", "a100_80g_sxm", 4, 6, now + 3 * DAY, (a.pk, b.pk)))
+
+    def read():
+        alerts = overcommitted_windows(now=now)
+        return [(o.pool, o.gpu_model, o.usable, o.peak, o.end, o.allocations) for o in alerts]
+
+    counts = []
+    for pools in ((0,), (1, 2, 3, 4)):
+        for i in pools:
+            over_committed_pool(i)
+        read()  # warm: the census is read once per inventory generation
+        with CaptureQueriesContext(connection) as ctx:
+            assert read() == expected
+        counts.append(len(ctx.captured_queries))
+    assert counts == [8, 8]
+    with django_assert_num_queries(8 + 2):  # and the unrecognised models, the drifts
+        assert [o.pool for o in dashboard_alerts(now=now).overcommitted] == [
+            f"oc-{i}" for i in range(5)
+        ]

@@ -4,40 +4,23 @@ with a machine-readable body and change nothing. A pool names its cluster by slu
 from __future__ import annotations
 
 import pytest
+from cluster_support import offline_slurm_fields
 from factories import ClusterFactory, PoolFactory
 from kubernetes_support import fake_apiserver
 
 from pools.audit.models import AuditEvent
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.inventory.models import Pool
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 URL = "/api/v1/clusters/"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
-
-
 def new_slurm(**extra) -> dict:
-    return {
-        "slug": "legacy",
-        "name": "Legacy",
-        "kind": "slurm",
-        "api_url": f"http://127.0.0.1:{fake_apiserver().free_port()}",
-        "slurm_cluster_name": "legacy",
-        "slurm_user": "portal",
-        "credential_kind": "jwt-key",
-        "credential_path": "/nonexistent/jwt.key",
-        "site": "Garching",
-        "retiring": True,
-        **extra,
-    }
+    """The offline Slurm cluster at a loopback port nothing listens on, at a site, retiring."""
+    api_url = f"http://127.0.0.1:{fake_apiserver().free_port()}"
+    return offline_slurm_fields(api_url=api_url, site="Garching", retiring=True, **extra)
 
 
 def test_a_pool_admin_reads_clusters_with_their_pool_count(admin_api):

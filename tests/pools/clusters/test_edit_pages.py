@@ -6,41 +6,21 @@ refused while the cluster holds pools, listing them. Nothing is written by a ref
 from __future__ import annotations
 
 import pytest
+from cluster_support import offline_slurm_fields
 from factories import ClusterFactory, PoolFactory
 
 from pools.audit.models import AuditEvent
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.common.choices import ClusterStatus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 NEW = "/clusters/new/"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
-
-
 def slurm(**extra) -> dict:
-    """A Slurm cluster whose key file does not exist: checked without any network."""
-    return {
-        "slug": "legacy",
-        "name": "Legacy",
-        "kind": "slurm",
-        "api_url": "http://slurm-legacy.example.com:6820",
-        "slurm_cluster_name": "legacy",
-        "slurm_user": "portal",
-        "credential_kind": "jwt-key",
-        "credential_path": "/nonexistent/jwt.key",
-        "time_zone": "UTC",
-        "site": "Garching",
-        "retiring": "on",
-        **extra,
-    }
+    """The offline Slurm cluster as the page's form posts it, at a site and retiring."""
+    return offline_slurm_fields(site="Garching", retiring="on", **extra)
 
 
 def _text(response) -> str:

@@ -7,27 +7,26 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from factories import (
+    AllocationFactory,
+    CapacityRequestFactory,
+    GpuFactory,
+    NodeFactory,
+    PoolFactory,
+    TeamFactory,
+)
 from kubernetes_support import kubernetes_cluster
 
 from pools.capacity.models import CapacityRequest, SchedulerDrift
 from pools.capacity.services.reconcile import reconcile_all, reconcile_cluster
 from pools.capacity.services.requests import capacity_request_approve
 from pools.capacity.services.scheduler_binding import team_cards_applied
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
-from pools.common.choices import AllocationStatus, RequestStatus, Scheduler, TeamRole
+from pools.common.choices import AllocationStatus, Scheduler, TeamRole
 from pools.inventory.models import GpuModel
 from pools.tenancy.models import Membership
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 
 def l40s_pool(slug: str, cluster: Cluster | None, gpu_model: GpuModel):
@@ -43,18 +42,10 @@ def l40s_pool(slug: str, cluster: Cluster | None, gpu_model: GpuModel):
 
 def ask(pool, gpu_model, team, user, cards) -> CapacityRequest:
     start = timezone.now()
-    return CapacityRequest.objects.create(
-        team=team,
-        requested_by=user,
-        workload_kind="inference",
-        pool=pool,
-        gpu_model=gpu_model,
-        card_count=cards,
-        starts_at=start,
-        ends_at=start + timedelta(days=10),
-        justification="x",
-        status=RequestStatus.SUBMITTED,
-    )
+    return CapacityRequestFactory(
+        team=team, requested_by=user, workload_kind="inference", pool=pool, gpu_model=gpu_model,
+        card_count=cards, starts_at=start, ends_at=start + timedelta(days=10), justification="x",
+    )  # fmt: skip
 
 
 def gpu_quota(server, team_slug: str) -> dict:

@@ -5,43 +5,20 @@ written."""
 from __future__ import annotations
 
 import pytest
+from cluster_support import offline_slurm_fields
 from factories import ClusterFactory
 
 from pools.audit.models import AuditEvent
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 URL = "/api/v1/clusters/"
 
 
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
-
-
-def slurm(**extra) -> dict:
-    """A Slurm cluster whose key file does not exist: checked without any network."""
-    return {
-        "slug": "legacy",
-        "name": "Legacy",
-        "kind": "slurm",
-        "api_url": "http://slurm-legacy.example.com:6820",
-        "slurm_cluster_name": "legacy",
-        "slurm_user": "portal",
-        "credential_kind": "jwt-key",
-        "credential_path": "/nonexistent/jwt.key",
-        "time_zone": "UTC",
-        **extra,
-    }
-
-
 def test_the_api_saves_and_answers_a_clusters_prometheus_url(admin_api):
     response = admin_api.post(
-        URL, slurm(prometheus_url="http://prometheus.legacy:9090"), format="json"
+        URL, offline_slurm_fields(prometheus_url="http://prometheus.legacy:9090"), format="json"
     )
     assert response.status_code == 201, response.content
     assert response.json()["prometheus_url"] == "http://prometheus.legacy:9090"
@@ -55,7 +32,7 @@ def test_the_api_saves_and_answers_a_clusters_prometheus_url(admin_api):
     "bad", ["ftp://prometheus.legacy/", "prometheus.legacy:9090", "http://", "file:///etc/hosts"]
 )
 def test_the_api_refuses_a_prometheus_url_that_is_not_http_with_a_host(admin_api, bad):
-    response = admin_api.post(URL, slurm(prometheus_url=bad), format="json")
+    response = admin_api.post(URL, offline_slurm_fields(prometheus_url=bad), format="json")
     assert response.status_code == 400, response.content
     assert "prometheus_url" in response.content.decode()
     assert not Cluster.objects.exists() and not AuditEvent.objects.exists()
@@ -84,10 +61,14 @@ def test_the_cluster_page_has_the_field_and_refuses_a_bad_url(admin_page):
     form = admin_page.get("/clusters/new/").content.decode()
     assert 'name="prometheus_url"' in form and "Prometheus URL" in form
 
-    response = admin_page.post("/clusters/new/", slurm(prometheus_url="ftp://prometheus.x/"))
+    response = admin_page.post(
+        "/clusters/new/", offline_slurm_fields(prometheus_url="ftp://prometheus.x/")
+    )
     assert response.status_code == 200
     assert response.context["form"].errors["prometheus_url"]
     assert not Cluster.objects.exists() and not AuditEvent.objects.exists()
 
-    admin_page.post("/clusters/new/", slurm(prometheus_url="https://prometheus.legacy"))
+    admin_page.post(
+        "/clusters/new/", offline_slurm_fields(prometheus_url="https://prometheus.legacy")
+    )
     assert Cluster.objects.get(slug="legacy").prometheus_url == "https://prometheus.legacy"

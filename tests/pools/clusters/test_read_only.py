@@ -94,3 +94,57 @@ def test_an_auto_approval_waits_for_a_pool_admin_while_the_cluster_is_down(
     submitted = request_for(team_member, team, infer_pool, l40s)
 
     assert submitted.status == RequestStatus.SUBMITTED
+
+
+REASON = "scheduler_unavailable: list_nodes: connection refused (k8s-b.example.com:6443)"
+
+
+@pytest.fixture
+def down_at_a_host(down):
+    """``down`` with a reason that names the API server's host, as a refused connection's
+    does."""
+    down.status_reason = REASON
+    down.save(update_fields=["status_reason"])
+    return down
+
+
+def test_a_pool_admin_is_told_the_reason_on_the_api_and_the_page(
+    down_at_a_host, team_member, team, infer_pool, l40s, admin_api, admin_page, request_state
+):
+    submitted = request_for(team_member, team, infer_pool, l40s)
+    before = request_state()
+
+    answer = admin_api.post(f"/api/v1/requests/{submitted.pk}/approve/", {}, format="json")
+
+    assert answer.status_code == 409
+    body = answer.json()
+    assert body["code"] == "cluster_unreachable"
+    assert body["data"] == {
+        "cluster": "site-b",
+        "reason": REASON,
+        "checked_at": "2026-12-05T01:00:00+00:00",
+    }
+    assert "k8s-b.example.com:6443" in body["detail"]
+    url = f"/requests/{submitted.pk}/approve/"
+    page = admin_page.post(url, {}, follow=True).content.decode()
+    assert "site-b is unreachable (scheduler_unavailable: list_nodes: connection refused" in page
+    assert request_state() == before
+
+
+@pytest.mark.parametrize("who", ["member", "system"])
+def test_anyone_else_is_told_the_cluster_is_down_without_its_hosts(
+    who, down_at_a_host, team_member
+):
+    """A member (or a system rule, ``None``) refused by the guard hears the cluster's slug and
+    when it was checked, never the reason: it names the API server."""
+    from pools.clusters.services import cluster_require_reachable
+
+    actor = team_member if who == "member" else None
+    with pytest.raises(ClusterUnreachable) as refused:
+        cluster_require_reachable(cluster_id=down_at_a_host.pk, actor=actor)
+
+    assert refused.value.message == (
+        "Cluster site-b is unreachable; its pools are read-only until it answers again."
+    )
+    assert refused.value.data == {"cluster": "site-b", "checked_at": "2026-12-05T01:00:00+00:00"}
+    assert "example.com" not in str(refused.value)

@@ -26,7 +26,7 @@ from pools.common.errors import ClusterInUse, ClusterTaken, InvalidInput
 from pools.inventory.models import Pool
 from scheduler_adapters.fake import FakeScheduler
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 SLURM_ENV = {
     "BACKEND": "slurm",
@@ -41,13 +41,6 @@ FAKE_SLURM = {"slurm": {"BACKEND": "fake"}}
 
 def render(cluster: Cluster) -> dict:
     return {"slug": cluster.slug, "kind": cluster.kind}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
 
 
 # ----------------------------------------------------------------- the environment's clusters

@@ -9,8 +9,8 @@ import pytest
 from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
-from factories import ClusterFactory, GpuFactory, NodeFactory, PoolFactory
-from prometheus_support import RecordingPrometheus, asked
+from factories import GpuFactory, NodeFactory, PoolFactory
+from prometheus_support import asked, prometheus_clusters
 
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import DashboardFilters
@@ -25,14 +25,9 @@ from pools.inventory.models import GpuModel
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def prometheuses(settings):
-    servers = {name: RecordingPrometheus() for name in ("global", "train", "infer")}
-    settings.PROMETHEUS_URL = servers["global"].url
+@pytest.fixture(autouse=True)
+def _fresh_answers():
     cache.clear()  # "in use now" keeps answers two minutes
-    yield servers
-    for server in servers.values():
-        server.stop()
 
 
 @pytest.fixture
@@ -40,12 +35,7 @@ def fleet(prometheuses):
     """One node with one L40S in a pool of each of: cluster ``train`` and ``infer`` (a
     Prometheus each), cluster ``plain`` (none) and no cluster."""
     l40s = GpuModel.objects.get(slug="l40s")
-    clusters = {
-        "train": ClusterFactory(slug="train", prometheus_url=prometheuses["train"].url),
-        "infer": ClusterFactory(slug="infer", prometheus_url=prometheuses["infer"].url + "/"),
-        "plain": ClusterFactory(slug="plain"),
-        "env": None,
-    }
+    clusters = prometheus_clusters(prometheuses)
     for slug, cluster in clusters.items():
         pool = PoolFactory(slug=slug, name=slug.title(), cluster=cluster)
         node = NodeFactory(hostname=f"{slug}-01", pool=pool)

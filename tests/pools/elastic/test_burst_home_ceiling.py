@@ -15,24 +15,16 @@ from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, T
 from kubernetes_support import kubernetes_cluster
 
 from pools.capacity.scheduler_panel import scheduler_panel
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.common.choices import AllocationStatus, QuotaBackend, Scheduler
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.services import elastic_apply
 from pools.inventory.models import GpuModel
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 NOW = timezone.now().replace(second=0, microsecond=0)
 GPU = "nvidia.com/gpu"
-
-
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
 
 
 def l40s_pool(slug: str, cluster: Cluster, cards: int, **fields):

@@ -11,7 +11,6 @@ from django.utils import timezone
 from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 from kubernetes_support import kubernetes_cluster
 
-from pools.clusters import adapters
 from pools.clusters.models import Cluster
 from pools.common.choices import AllocationStatus, Scheduler
 from pools.elastic.models import BurstOptIn, ElasticPolicy, ScaleEvent
@@ -20,16 +19,9 @@ from pools.inventory.models import GpuModel
 from scheduler_adapters.prometheus import InferenceSignals, Sample
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_adapters")]
 
 NOW = timezone.now().replace(second=0, microsecond=0)
-
-
-@pytest.fixture(autouse=True)
-def _fresh_adapters():
-    adapters.reset()
-    yield
-    adapters.reset()
 
 
 def l40s_pool(slug: str, cluster: Cluster, l40s: GpuModel, *, burst: bool = False):

@@ -13,12 +13,11 @@ import pytest
 from django.utils import timezone
 from factories import (
     AllocationFactory,
-    ClusterFactory,
     ElasticPolicyFactory,
     PoolFactory,
     TeamFactory,
 )
-from prometheus_support import RecordingPrometheus, asked
+from prometheus_support import asked, prometheus_clusters
 
 from pools.common.choices import AllocationStatus, Scheduler
 from pools.elastic.models import SignalReading
@@ -28,28 +27,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def prometheuses(settings):
-    servers = {name: RecordingPrometheus() for name in ("global", "train", "infer")}
-    settings.PROMETHEUS_URL = servers["global"].url
-    yield servers
-    for server in servers.values():
-        server.stop()
-
-
-@pytest.fixture
 def policies(prometheuses):
     """One elastic allocation of team ``<slug>`` in a Kubernetes pool of each of: cluster
     ``train`` and ``infer`` (a Prometheus each; infer's URL ends in ``/``), cluster ``plain``
     (none) and no cluster; the last two read ``PROMETHEUS_URL``."""
     now = timezone.now()
-    clusters = {
-        "train": ClusterFactory(slug="train", kind=Scheduler.KUBERNETES,
-                                prometheus_url=prometheuses["train"].url),
-        "infer": ClusterFactory(slug="infer", kind=Scheduler.KUBERNETES,
-                                prometheus_url=prometheuses["infer"].url + "/"),
-        "plain": ClusterFactory(slug="plain", kind=Scheduler.KUBERNETES),
-        "env": None,
-    }  # fmt: skip
+    clusters = prometheus_clusters(prometheuses, kind=Scheduler.KUBERNETES)
     found = {}
     for slug, cluster in clusters.items():
         pool = PoolFactory(slug=f"{slug}-gpu", cluster=cluster, scheduler=Scheduler.KUBERNETES,

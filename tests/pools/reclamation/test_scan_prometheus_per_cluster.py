@@ -11,8 +11,8 @@ from datetime import timedelta
 
 import pytest
 from django.utils import timezone
-from factories import AllocationFactory, ClusterFactory, ElasticPolicyFactory, PoolFactory
-from prometheus_support import RecordingPrometheus, asked
+from factories import AllocationFactory, ElasticPolicyFactory, PoolFactory
+from prometheus_support import asked, prometheus_clusters
 
 from pools.capacity.models import Allocation
 from pools.common.choices import AllocationStatus
@@ -27,25 +27,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def prometheuses(settings):
-    servers = {name: RecordingPrometheus() for name in ("global", "train", "infer")}
-    settings.PROMETHEUS_URL = servers["global"].url
-    yield servers
-    for server in servers.values():
-        server.stop()
-
-
-@pytest.fixture
 def fleet(prometheuses, monkeypatch):
     """Clusters ``train`` and ``infer`` with a Prometheus each, ``plain`` without one, and a
     pool without a cluster; a policy and one allocation active since yesterday in each pool."""
     now = timezone.now()
-    clusters = {
-        "train": ClusterFactory(slug="train", prometheus_url=prometheuses["train"].url),
-        "infer": ClusterFactory(slug="infer", prometheus_url=prometheuses["infer"].url + "/"),
-        "plain": ClusterFactory(slug="plain"),
-    }
-    for slug, cluster in [*clusters.items(), ("env", None)]:
+    clusters = prometheus_clusters(prometheuses)
+    for slug, cluster in clusters.items():
         pool = PoolFactory(slug=f"{slug}-gpu", cluster=cluster)
         ReclamationPolicy.objects.create(pool=pool)
         AllocationFactory(pool=pool, card_count=2, status=AllocationStatus.ACTIVE,

@@ -8,8 +8,8 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from factories import AllocationFactory, ClusterFactory, PoolFactory, TeamFactory
-from prometheus_support import RecordingPrometheus, asked
+from factories import AllocationFactory, PoolFactory, TeamFactory
+from prometheus_support import asked, prometheus_clusters
 
 from pools.common.choices import AllocationStatus, Scheduler
 from pools.serving.models import ServingRollup
@@ -22,26 +22,11 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def prometheuses(settings):
-    servers = {name: RecordingPrometheus() for name in ("global", "train", "infer")}
-    settings.PROMETHEUS_URL = servers["global"].url
-    yield servers
-    for server in servers.values():
-        server.stop()
-
-
-@pytest.fixture
 def allocations(prometheuses):
     """An open allocation of team ``<slug>`` in a Kubernetes pool of each of: cluster ``train``
-    and ``infer`` (a Prometheus each), cluster ``plain`` (none) and no cluster."""
-    clusters = {
-        "train": ClusterFactory(slug="train", kind=Scheduler.KUBERNETES,
-                                prometheus_url=prometheuses["train"].url),
-        "infer": ClusterFactory(slug="infer", kind=Scheduler.KUBERNETES,
-                                prometheus_url=prometheuses["infer"].url),
-        "plain": ClusterFactory(slug="plain", kind=Scheduler.KUBERNETES),
-        "env": None,
-    }  # fmt: skip
+    and ``infer`` (a Prometheus each), cluster ``plain`` (none) and no cluster
+    (:func:`prometheus_support.prometheus_clusters`)."""
+    clusters = prometheus_clusters(prometheuses, kind=Scheduler.KUBERNETES)
     found = {}
     for slug, cluster in clusters.items():
         pool = PoolFactory(slug=f"{slug}-gpu", cluster=cluster, scheduler=Scheduler.KUBERNETES,

@@ -261,3 +261,71 @@ def test_the_last_rollup_expiring_takes_the_allocation_off_the_served_list(servi
 )
 def test_months_before_is_calendar_months(moment, months, expected):
     assert months_before(moment, months) == expected
+
+
+def test_values_no_exporter_can_mean_are_stored_unknown_and_read_back(serving, api_as, pool_admin):
+    """An exporter gone wrong answers 1.7e308 (finite: the largest float is ~1.8e308). Two
+    engines' tokens add up past a float (``inf``: JSON has none, every serving read was a 500);
+    one engine's 1.7e308 prompt tokens stored as read made PostgreSQL's SUM over two buckets
+    overflow (the efficiency read a 500); 2e12 output tokens in a bucket (6.7 billion/s) and
+    3 cards reporting for an allocation of 2 are not this allocation's readings either. Each is
+    unknown with a note naming it; the plausible values of the same buckets are kept."""
+    a = serving[0]
+    huge = 1.7e308
+    answers = [
+        term("generation_tokens", "vllm", "vllm:generation_tokens_total", huge),
+        term("generation_tokens", "sglang", "sglang:generation_tokens_total", huge),
+        term("kv_cache_usage_pct", "vllm", "vllm:kv_cache_usage_perc", 0.5),
+        term("prompt_tokens", "vllm", "vllm:prompt_tokens_total", huge),
+        term("requests_running", "vllm", "vllm:num_requests_running", 4),
+        term("cards_reporting", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 3),
+        term("cards_busy", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2),
+    ]
+    later = [
+        term("generation_tokens", "vllm", "vllm:generation_tokens_total", 2e12),
+        term("prompt_tokens", "vllm", "vllm:prompt_tokens_total", huge),
+        term("cards_reporting", "dcgm", "DCGM_FI_PROF_GR_ENGINE_ACTIVE", 2),
+    ]
+
+    serving_rollup_pass(now=NOW, metrics=StubPrometheus(answers))
+    serving_rollup_pass(now=NOW + timedelta(minutes=5), metrics=StubPrometheus(later))
+
+    first, second = ServingRollup.objects.filter(allocation=a).order_by("bucket_start")
+    assert (first.generation_tokens, first.prompt_tokens, first.cards_reporting) == (None,) * 3
+    assert (first.requests_running, first.cards_busy) == (4, 2)
+    assert first.kv_cache_usage_pct == pytest.approx(50.0)
+    assert [n.split(":")[0] for n in first.notes] == [
+        "prompt_tokens", "generation_tokens", "cards_reporting"
+    ]  # fmt: skip
+    assert (second.generation_tokens, second.prompt_tokens) == (None, None)
+    assert second.cards_reporting == 2
+    client = api_as(pool_admin)
+    for url in ("/api/v1/serving/", f"/api/v1/serving/{a.pk}/series/",
+                f"/api/v1/serving/{a.pk}/series/?span=7d"):  # fmt: skip
+        assert client.get(url).status_code == 200, url
+    body = client.get(f"/api/v1/serving/{a.pk}/efficiency/?month=2026-12").json()
+    assert body["total"]["output_tokens"] is None and body["total"]["input_tokens"] is None
+    # 2 cards x 2 buckets x 300 s = 1,200 card-s = 0.333 card-h
+    assert body["total"]["held_card_hours"] == "0.333"
+
+
+def test_a_nul_in_a_pods_labels_does_not_lose_the_pass(serving):
+    """A namespace or ``portal_allocation`` label with a NUL character (label values are any
+    UTF-8) is listed unmatched; PostgreSQL's jsonb refuses ``\\u0000``, so storing it as read
+    failed the whole pass with a DataError: no allocation got its rollup, every 5 minutes while
+    such a pod ran. The NUL is listed as U+FFFD; the other targets are rolled up as usual."""
+    a = serving[0]
+    answers = [
+        term("requests_running", "vllm", "vllm:num_requests_running", 4),
+        term("requests_running", "vllm", "vllm:num_requests_running", 1, namespace="team-\x00x"),
+        term("requests_running", "vllm", "vllm:num_requests_running", 1, allocation="7\x00"),
+    ]
+
+    run = serving_rollup_pass(now=NOW, metrics=StubPrometheus(answers))
+
+    assert run.ok and ServingRollup.objects.get(allocation=a).requests_running == 4
+    stored = ServingRollupRun.objects.get(pk=run.pk)
+    assert sorted((u["namespace"], u["allocation_label"]) for u in stored.unmatched) == [
+        ("team-nlp", "7\ufffd"),
+        ("team-\ufffdx", ""),
+    ]

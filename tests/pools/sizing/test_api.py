@@ -4,6 +4,9 @@ sees their own and their teams' estimates only (others are 404)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -324,3 +327,45 @@ def test_each_choice_defaults_to_a_value_its_schema_offers():
     for name, field in choices.items():
         assert field.default in field.allowed, name
     assert choices["kv_cache_dtype"].default == "auto"  # as vLLM's --kv-cache-dtype spells it
+
+
+QWEN3_30B_A3B_CONFIG = json.loads(
+    (
+        Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    ).read_text(encoding="utf-8")
+)
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("head_dim", "128"),  # text where the arithmetic adds it to a number
+        ("hidden_size", {}),
+        ("moe_intermediate_size", [768]),
+        ("decoder_sparse_step", "1"),
+        ("num_hidden_layers", True),
+        ("num_key_value_heads", -4),
+    ],
+)
+def test_a_config_value_that_is_no_whole_number_is_400_naming_it(
+    fleet, member, api_as, key, value, django_capture_on_commit_callbacks
+):
+    """Each was a 500 (TypeError in the parameter count) before the estimate was written,
+    or, for the negative, a refusal that did not name the key."""
+    client = api_as(member)
+    client.raise_request_exception = False
+    body = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model": {"config": {**QWEN3_30B_A3B_CONFIG, key: value}},
+    }
+
+    response, callbacks = _create(client, body, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 400
+    answer = response.json()
+    assert answer["code"] == "invalid_input"
+    assert list(answer["errors"]) == ["custom_model.config"]
+    assert key in answer["errors"]["custom_model.config"][0]
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+    assert callbacks == []

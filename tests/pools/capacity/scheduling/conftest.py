@@ -6,11 +6,10 @@ from datetime import timedelta
 
 import pytest
 from django.test import override_settings
-from factories import GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from factories import CapacityRequestFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
 
-from pools.capacity.models import CapacityRequest
 from pools.clusters import adapters
-from pools.common.choices import AliasKind, RequestStatus, Scheduler, TeamRole
+from pools.common.choices import AliasKind, Scheduler, TeamRole
 from pools.inventory.models import GpuModel, GpuModelAlias
 from pools.tenancy.models import Membership
 
@@ -48,15 +47,7 @@ def submitted():
 
 
 def _submitted(pool, model, team, user, cards, start, days=3):
-    return CapacityRequest.objects.create(
-        team=team,
-        requested_by=user,
-        workload_kind="training",
-        pool=pool,
-        gpu_model=model,
-        card_count=cards,
-        starts_at=start,
-        ends_at=start + timedelta(days=days),
-        justification="x",
-        status=RequestStatus.SUBMITTED,
-    )
+    return CapacityRequestFactory(
+        team=team, requested_by=user, workload_kind="training", pool=pool, gpu_model=model,
+        card_count=cards, starts_at=start, ends_at=start + timedelta(days=days), justification="x",
+    )  # fmt: skip
