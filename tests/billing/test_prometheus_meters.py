@@ -48,6 +48,19 @@ def gpu_request(namespace, pod, node, cards, start, end) -> Series:
                   scrape(start, end, cards))  # fmt: skip
 
 
+def two_own_prometheuses(t0, t1) -> dict:
+    """The shared Prometheus (empty) and clusters a's and b's own, each holding the same node
+    name ``k8s-a`` and namespace ``team-nlp``: 2 cards requested in a's, 3 in b's, over
+    ``[t0, t1)``."""
+    return {
+        SHARED: FakePrometheus(),
+        OWN_A: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
+                                      gpu_request("team-nlp", "p", "k8s-a", 2, t0, t1)]),
+        OWN_B: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
+                                      gpu_request("team-nlp", "p", "k8s-a", 3, t0, t1)]),
+    }  # fmt: skip
+
+
 def a100_node(node, start, end) -> Series:
     labels = {"node": node, "label_nvidia_com_gpu_product": "NVIDIA-A100-SXM4-80GB"}
     return Series("kube_node_labels", tuple(sorted(labels.items())), scrape(start, end, 1))
@@ -87,13 +100,7 @@ def test_two_clusters_each_with_its_own_prometheus_are_billed_once_each(team, se
     settings.PROMETHEUS_URL = SHARED
     a, b = k8s_cluster("a", OWN_A), k8s_cluster("b", OWN_B)
     t0, t1 = utc(2026, 10, 5, 10), utc(2026, 10, 5, 12)
-    fakes = {
-        SHARED: FakePrometheus(),
-        OWN_A: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
-                                      gpu_request("team-nlp", "p", "k8s-a", 2, t0, t1)]),
-        OWN_B: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
-                                      gpu_request("team-nlp", "p", "k8s-a", 3, t0, t1)]),
-    }  # fmt: skip
+    fakes = two_own_prometheuses(t0, t1)
     first = run(fakes, start=t0, end=t1, now=t1)
     day = utc(2026, 10, 5)
     assert records() == {
@@ -286,13 +293,7 @@ def test_import_usage_cluster_reads_only_that_clusters_prometheus(team, settings
     b = k8s_cluster("b", OWN_B)
     ClusterFactory(slug="hpc")
     t0, t1 = utc(2026, 10, 5, 10), utc(2026, 10, 5, 12)
-    fakes = {
-        SHARED: FakePrometheus(),
-        OWN_A: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
-                                      gpu_request("team-nlp", "p", "k8s-a", 2, t0, t1)]),
-        OWN_B: FakePrometheus(series=[a100_node("k8s-a", t0, t1),
-                                      gpu_request("team-nlp", "p", "k8s-a", 3, t0, t1)]),
-    }  # fmt: skip
+    fakes = two_own_prometheuses(t0, t1)
     monkeypatch.setattr(command, "metrics_adapter", lambda url: fakes[url])
     monkeypatch.setattr(command.timezone, "now", lambda: t1)
     call_command("import_usage", source="kubernetes", start=t0.date(),
