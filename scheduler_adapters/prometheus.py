@@ -428,16 +428,13 @@ class PrometheusAdapter:
             if not read.per_step:
                 return read.devices
             uuids = sorted({key[0] for key in read.per_step})
-            # U+FFFD stands for a NUL in Prometheus (:func:`_without_nul`): ``.`` matches it
-            alternation = "|".join(re.escape(u).replace("\ufffd", ".") for u in uuids)
-            alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
             found: list[DeviceUsage] = []
             for label in ("UUID", "uuid"):
                 found += self.gpu_usage(
                     start=end - timedelta(seconds=windows[-1]),
                     end=end,
                     step_s=step_s,
-                    selector=f'{label}=~"{alternation}"',
+                    selector=uuid_selector(label, uuids),
                 )
             at_s = end_ms / 1000
             stepped = tuple(
@@ -802,6 +799,20 @@ _DEVICE_LABELS = (
 )  # fmt: skip
 # The labels that decide a series' workload namespace (dcgm_labels' precedence)
 _NAMESPACE_LABELS = ("namespace", "exported_namespace", "pod_namespace", "exported_pod")
+
+
+def uuid_selector(label: str, uuids: Iterable[str]) -> str:
+    """``label=~"..."``: a PromQL matcher of the series whose ``label`` is one of ``uuids``
+    as this adapter read them. The regex (RE2, anchored) escapes each UUID and then, in the
+    PromQL string, its backslashes and quotes once more; a U+FFFD becomes ``.``, since it stands
+    for the NUL that Prometheus holds (:func:`_without_nul`), which the series read back are
+    keyed by again. ``ValueError`` for no UUID (the matcher would select nothing useful)."""
+    uuids = sorted(set(uuids))
+    if not uuids:
+        raise ValueError("no UUID to select")
+    alternation = "|".join(re.escape(u).replace("\ufffd", ".") for u in uuids)
+    alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
+    return f'{label}=~"{alternation}"'
 
 
 def namespace_selectors(selector: str, namespaces: Iterable[str]) -> dict[str, str]:

@@ -18,6 +18,7 @@ from scheduler_adapters.prometheus import (
     device_summaries,
     namespace_selectors,
     summary_queries,
+    uuid_selector,
 )
 
 END = 1_800_000_000.0
@@ -313,14 +314,14 @@ def test_a_nul_in_a_devices_labels_is_read_as_the_replacement_character_over_htt
     names = {expr: name for name, expr in summary_queries([W], step_s=60, shift_ms=0).items()}
     ranges = []
 
-    def vector(result, *, kind):
+    def reply(result, *, kind):
         data = {"resultType": kind, "result": result}
         return httpx.Response(200, json={"status": "success", "data": data})
 
     def answer(request: httpx.Request) -> httpx.Response:
         query = request.url.params["query"]
         if request.url.path == "/api/v1/query":
-            return vector(rows.get(names[query], []), kind="vector")
+            return reply(rows.get(names[query], []), kind="vector")
         ranges.append(query)
         steps = [[END - 60 * k, "1"] for k in range(31)]  # ratio 1: 100 %
         # the UUID matcher as Prometheus reads it: a PromQL string, then an anchored regex
@@ -333,7 +334,7 @@ def test_a_nul_in_a_devices_labels_is_read_as_the_replacement_character_over_htt
             and pattern
             and re.fullmatch(pattern, labels["UUID"])
         ]
-        return vector(result, kind="matrix")
+        return reply(result, kind="matrix")
 
     prom = PrometheusAdapter("http://prom.test:9090/", transport=httpx.MockTransport(answer))
     devices = prom.gpu_usage_summary(
@@ -350,3 +351,12 @@ def test_a_nul_in_a_devices_labels_is_read_as_the_replacement_character_over_htt
     assert two.stats(end=END, window_s=W, step_s=60).util_sum == pytest.approx(124.0)
     assert three.stats(end=END, window_s=W, step_s=60).util_sum == pytest.approx(3100.0)
     assert len(ranges) == 6  # 3 metrics x (UUID, uuid), for the one device read per step
+
+
+def test_a_uuid_selector_escapes_for_re2_then_promql_and_matches_a_nul_for_u_fffd():
+    # 'GPU-1"' : '-' escaped by the regex ('\-'), then that backslash and the quote by PromQL
+    assert uuid_selector("UUID", ["GPU-\ufffd2", 'GPU-1"', 'GPU-1"']) == (
+        'UUID=~"GPU\\\\-1\\"|GPU\\\\-.2"'
+    )
+    with pytest.raises(ValueError):
+        uuid_selector("uuid", [])
