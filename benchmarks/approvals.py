@@ -296,141 +296,31 @@ def approve_all(queue, admin) -> tuple[list[float], int, float]:
     return samples, refused, (time.process_time() - cpu) * 1000 / max(1, len(queue))
 
 
-class _Rollback(Exception):
-    pass
-
-
-def capture_statements(fn) -> list[tuple[str, object, bool]]:
-    """The (SQL, params, many) ``fn`` executes, in a transaction rolled back afterwards (as
-    ``benchmarks/fleet.py`` captures them)."""
-    from django.db import connection, transaction
-
-    statements: list[tuple[str, object, bool]] = []
-
-    def wrapper(execute, sql, params, many, context):
-        statements.append((sql, params, many))
-        return execute(sql, params, many, context)
-
-    try:
-        with transaction.atomic(), connection.execute_wrapper(wrapper):
-            fn()
-            raise _Rollback
-    except _Rollback:
-        pass
-    return [s for s in statements if "SAVEPOINT" not in s[0]]
-
-
-def replay(statements) -> None:
-    """Run ``statements`` in one transaction through the raw driver cursor."""
-    from django.db import connection, transaction
-
-    connection.ensure_connection()
-    with transaction.atomic(), connection.connection.cursor() as cursor:
-        for sql, params, many in statements:
-            if many:
-                cursor.executemany(sql, params)
-            else:
-                cursor.execute(sql, params)
-
-
-def _client(path, ids, admin_id, barrier, results) -> None:
-    """One client process: approve ``ids`` one after another through ``path`` (``service``
-    or ``bare``) once every client is ready; puts (ms samples, failures, first start, last
-    end) on ``results``. A bare client first captures each request's statements (untimed)."""
-    from django.contrib.auth import get_user_model
-
-    from pools.capacity.models import CapacityRequest
-    from pools.capacity.services.requests import capacity_request_approve as approve
-
-    admin = get_user_model().objects.get(pk=admin_id)
-    # as the API and the page hand them over: team, pool and model joined
-    queue = list(
-        CapacityRequest.objects.filter(pk__in=ids)
-        .select_related("team", "pool", "gpu_model")
-        .order_by("pk")
-    )
-    work = queue
-    if path == "bare":
-        work = [capture_statements(lambda r=r: approve(request=r, actor=admin)) for r in queue]
-    samples, failed = [], 0
-    barrier.wait()
-    first, cpu = time.perf_counter(), time.process_time()
-    for item in work:
-        start = time.perf_counter()
-        try:
-            if path == "bare":
-                replay(item)
-            else:
-                approve(request=item, actor=admin)
-        except Exception as exc:  # counted; the bench data leaves room for all of them
-            failed += 1
-            if failed == 1:
-                print(f"{path} approval failed: {exc!r}", flush=True)
-        samples.append((time.perf_counter() - start) * 1000)
-    results.put((samples, failed, first, time.perf_counter(), time.process_time() - cpu))
-
-
-def approve_concurrently(path, requests, admin) -> tuple[float, float, float, int, float]:
-    """Approve ``requests`` from ``CLIENTS`` forked processes, each with its own connection
-    and a slice of them: (approvals/s over the wall time from the first start to the last end,
-    p50 ms, p95 ms, failures, the clients' own CPU ms per approval)."""
-    import multiprocessing
-
-    from django.db import connections
-
-    connections.close_all()  # each child opens its own
-    ctx = multiprocessing.get_context("fork")
-    barrier, results = ctx.Barrier(CLIENTS), ctx.Queue()
-    ids = [r.pk for r in requests]
-    procs = [
-        ctx.Process(target=_client, args=(path, ids[c::CLIENTS], admin.pk, barrier, results))
-        for c in range(CLIENTS)
-    ]
-    for p in procs:
-        p.start()
-    outcome = [results.get() for _ in procs]
-    for p in procs:
-        p.join()
-    samples = sorted(s for o in outcome for s in o[0])
-    wall = max(o[3] for o in outcome) - min(o[2] for o in outcome)
-    p95 = statistics.quantiles(samples, n=20, method="inclusive")[18]
-    failed = sum(o[1] for o in outcome)
-    cpu_ms = sum(o[4] for o in outcome) * 1000 / len(samples)
-    return len(samples) / wall, statistics.median(samples), p95, failed, cpu_ms
-
-
 def concurrent_rows(label: str, concurrent, admin, rows) -> None:
-    """``ROUNDS`` rounds of bare then service (so that load on a shared machine falls on both
-    alike) over ``CONCURRENT / ROUNDS`` of ``concurrent`` each; appends their rows to ``rows``
+    """``ROUNDS`` rounds of bare then service over ``CONCURRENT / ROUNDS`` of ``concurrent``
+    each (:func:`benchmarks.support.concurrent_rounds`); appends their rows to ``rows``
     (``label`` after each name)."""
-    conc: dict[str, list] = {"service": [], "bare": []}
+    from benchmarks.support import concurrent_rounds
+
     per_round = CONCURRENT // ROUNDS
-    for r in range(ROUNDS):
-        for i, path in enumerate(("bare", "service")):
-            lo = (2 * r + i) * per_round
-            conc[path].append(approve_concurrently(path, concurrent[lo : lo + per_round], admin))
+    ids = [r.pk for r in concurrent[: 2 * per_round * ROUNDS]]
+    conc = concurrent_rounds(ids, admin.pk, clients=CLIENTS, rounds=ROUNDS)
     load = os.getloadavg()[0]
     for path in ("service", "bare"):
-        runs = conc[path]
-        rate = sum(per_round for _ in runs) / sum(per_round / run[0] for run in runs)
-        p50 = statistics.median(run[1] for run in runs)
+        run = conc[path]
         rows.append(
             (
-                f"approve {per_round * ROUNDS} requests, {CLIENTS} concurrent clients, {path}"
-                + label,
-                f"{rate:.0f} approvals/s",
+                f"approve {run.approvals} requests, {CLIENTS} concurrent clients, {path}" + label,
+                f"{run.rate:.0f} approvals/s",
                 "≥ 100/s" if path == "service" else "",
-                f"p50 {p50:.2f} ms (median of rounds), client CPU "
-                f"{statistics.mean(run[4] for run in runs):.2f} ms each, "
-                f"{sum(run[3] for run in runs)} failed, load average {load:.1f}",
+                f"p50 {run.p50_ms:.2f} ms (median of rounds), client CPU "
+                f"{run.cpu_ms:.2f} ms each, {run.failed} failed, load average {load:.1f}",
             )
         )
-    service_rate = CONCURRENT / sum(per_round / run[0] for run in conc["service"])
-    bare_rate = CONCURRENT / sum(per_round / run[0] for run in conc["bare"])
     rows.append(
         (
             f"bare / service throughput, {CLIENTS} clients" + label,
-            f"{bare_rate / service_rate:.2f}x",
+            f"{conc['bare'].rate / conc['service'].rate:.2f}x",
             "≤ 2x",
             "",
         )

@@ -26,9 +26,18 @@ Approvals (``BENCH_FLEET_APPROVALS`` each, default 100, at each size), one after
 - *API*: ``POST /api/v1/requests/<id>/approve/`` as the pool admin (session auth).
 The three take turns, one approval each, so that load on a shared machine falls on all alike.
 
+Then at each size, concurrently: ``BENCH_FLEET_CONCURRENT`` (400) approvals a path from
+``BENCH_CLIENTS`` (8) forked clients at once, each with its own connection (as gunicorn
+workers), service beside bare, in two rounds of bare then service
+(:func:`benchmarks.support.concurrent_rounds`, shared with ``approvals.py``): approvals/s over
+the wall time, p50, the clients' CPU per approval, refusals, the load average.
+``BENCH_ONLY=concurrent`` runs that alone (with ``BENCH_REUSE=1``, on a kept fleet);
+``BENCH_PROFILE=1`` prints a cProfile of one service client of the last round.
+
 Targets (issues #16, #29): at the largest size every page p50 < 150 ms and every API list
-< 50 ms, query counts equal at every size, the service within 2x the bare transaction. The
-table's last column says, per page, ``pass`` or what failed (the p50 over its target at the
+< 50 ms, query counts equal at every size, the service within 2x the bare transaction; with 8
+concurrent clients the service >= 100 approvals/s and within 2x the bare replay's throughput.
+The table's last column says, per page, ``pass`` or what failed (the p50 over its target at the
 largest size, or the query count that grew).
 
     DATABASE_URL is ignored; BENCH_DATABASE_URL=postgres://postgres@127.0.0.1:5432/x \\
@@ -56,12 +65,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 
 BLOCKS = [int(b) for b in os.environ.get("BENCH_FLEET_BLOCKS", "10,63").split(",")]
 APPROVALS = int(os.environ.get("BENCH_FLEET_APPROVALS", "100"))
+CONCURRENT = int(os.environ.get("BENCH_FLEET_CONCURRENT", "400"))  # a path, over the rounds
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "8"))
+ROUNDS = 2
+PROFILE = os.environ.get("BENCH_PROFILE", "") == "1"  # a cProfile of one concurrent client
 MAX_SAMPLES = int(os.environ.get("BENCH_REQUESTS", "15"))
 MIN_SAMPLES = 3
 BUDGET_S = float(os.environ.get("BENCH_URL_BUDGET_S", "4"))
 KEEP = os.environ.get("BENCH_KEEP", "") == "1"
 REUSE = os.environ.get("BENCH_REUSE", "") == "1"
-ONLY = os.environ.get("BENCH_ONLY", "")  # a substring of the labels to run (for profiling)
+# a substring of the labels to run (for profiling); "concurrent": the concurrent approvals alone
+ONLY = os.environ.get("BENCH_ONLY", "")
 
 NODES_PER_BLOCK = 200
 CARDS_PER_NODE = 8
@@ -574,51 +588,13 @@ def _rate(samples: list[float], statements: int, failed: int) -> tuple[float, fl
     return len(samples) / (sum(samples) / 1000), statistics.median(samples), statements, failed
 
 
-class _Rollback(Exception):
-    pass
-
-
-def capture_statements(fn) -> list[tuple[str, object, bool]]:
-    """The (SQL, params, many) ``fn`` executes, in a transaction rolled back afterwards."""
-    from django.db import connection, transaction
-
-    statements: list[tuple[str, object, bool]] = []
-
-    def wrapper(execute, sql, params, many, context):
-        statements.append((sql, params, many))
-        return execute(sql, params, many, context)
-
-    try:
-        with transaction.atomic(), connection.execute_wrapper(wrapper):
-            fn()
-            raise _Rollback
-    except _Rollback:
-        pass
-    return [s for s in statements if "SAVEPOINT" not in s[0]]
-
-
-def replay(statements) -> float:
-    """Run ``statements`` in one transaction through the raw driver cursor; ms taken."""
-    from django.db import connection, transaction
-
-    connection.ensure_connection()
-    raw = connection.connection
-    start = time.perf_counter()
-    with transaction.atomic(), raw.cursor() as cursor:
-        for sql, params, many in statements:
-            if many:
-                cursor.executemany(sql, params)
-            else:
-                cursor.execute(sql, params)
-    return (time.perf_counter() - start) * 1000
-
-
 def measure_approvals(fleet: Fleet, size_index: int) -> dict[str, tuple[float, float, int, int]]:
     """approvals/s, p50 ms, statements per approval, failures for service, bare and API."""
     from django.db import connection
     from django.test import Client
     from django.test.utils import CaptureQueriesContext
 
+    from benchmarks.support import capture_statements, replay
     from pools.capacity.services.requests import capacity_request_approve as approve
     from portal.celery import app
 
@@ -666,6 +642,36 @@ def measure_approvals(fleet: Fleet, size_index: int) -> dict[str, tuple[float, f
     return {path: _rate(samples[path], statements[path], failed[path]) for path in samples}
 
 
+def measure_concurrent(fleet: Fleet, size_index: int) -> dict:
+    """:data:`CONCURRENT` approvals a path from :data:`CLIENTS` forked clients at once, each
+    with its own connection, in :data:`ROUNDS` rounds of bare then service
+    (:func:`benchmarks.support.concurrent_rounds`): the summary per path, and ``load``, the
+    1-minute load average after the rounds.
+
+    The requests (one or two cards, 1-7 days within a window of 60 days clear of the seeded
+    requests, a pool and model named, over all eight pools and both their models) are about
+    ``CONCURRENT / 8`` a (pool, model) -- 50 by default, a handful of cards held at a time --
+    against its about 100 cards per block, so none is refused (again with ``BENCH_REUSE=1``,
+    beside an earlier run's); a refusal is counted as ``failed``. Provisioning is enqueued on
+    commit to kombu's in-memory broker."""
+    from benchmarks.support import concurrent_rounds
+    from pools.capacity.services.requests import capacity_request_approve as approve
+    from portal.celery import app
+
+    app.conf.broker_url = "memory://"
+    app.conf.task_always_eager = False
+    window = (1000 + 70 * size_index, 1060 + 70 * size_index)
+    queue = fleet.submit(2 * CONCURRENT + 1, 0, window_days=window, any_pool=False)
+    # Untimed, one approval here first, as a worker that has served before: the first one in a
+    # process finalises the Celery app (its task registry, about 2 s) -- with the pool locked.
+    approve(request=queue[0], actor=fleet.admin)
+    summary: dict = concurrent_rounds(
+        [r.pk for r in queue[1:]], fleet.admin.pk, clients=CLIENTS, rounds=ROUNDS, profile=PROFILE
+    )
+    summary["load"] = os.getloadavg()
+    return summary
+
+
 def main() -> None:
     reuse = REUSE and seeded()
     if not reuse:
@@ -698,6 +704,7 @@ def run(*, reuse: bool = False) -> None:
         print(f"reusing the seeded fleet of {fleet.blocks} blocks in {BENCH_DB}", flush=True)
     pages: list[dict] = []
     approvals: list[dict] = []
+    concurrent: list[dict] = []
     names = []
     for i, blocks in enumerate(BLOCKS):
         started = time.perf_counter()
@@ -715,13 +722,19 @@ def run(*, reuse: bool = False) -> None:
         names.append(name)
         verb = "reused" if reuse else "seeded"
         print(f"{verb} {name} in {time.perf_counter() - started:.1f} s", flush=True)
-        pages.append(measure_pages(fleet))
+        if ONLY != "concurrent":
+            pages.append(measure_pages(fleet))
         if not ONLY and not reuse:
             approvals.append(measure_approvals(fleet, i))
+        if not ONLY or ONLY == "concurrent":
+            concurrent.append(measure_concurrent(fleet, i))
 
-    print_pages(names, pages)
+    if pages:
+        print_pages(names, pages)
     if approvals:
         print_approvals(names, approvals)
+    if concurrent:
+        print_concurrent(names, concurrent)
 
 
 PAGE_TARGET_MS, API_TARGET_MS = 150, 50  # issue #29 item 7, at the largest size
@@ -791,6 +804,36 @@ def print_approvals(names, approvals) -> None:
         print(
             f"size {i + 1}: service / bare = {result['service'][1] / bare:.2f}x, "
             f"API / bare = {result['API'][1] / bare:.2f}x (p50; target: service <= 2x)"
+        )
+
+
+def print_concurrent(names, concurrent) -> None:
+    """The concurrent rounds (:func:`measure_concurrent`) at each size, with the targets of
+    issue #29 item 7: service >= 100 approvals/s, bare / service throughput <= 2x."""
+    print(
+        f"\n{f'{CLIENTS} clients'.ljust(12)} | "
+        + " | ".join(f"size {i + 1}".ljust(52) for i in range(len(names)))
+    )
+    print("-" * (15 + 55 * len(names)))
+    for path in ("service", "bare"):
+        cells = []
+        for result in concurrent:
+            run = result[path]
+            cells.append(
+                f"{run.rate:5.0f}/s p50 {run.p50_ms:6.2f} ms CPU {run.cpu_ms:5.2f} ms "
+                f"{run.failed} failed".ljust(52)
+            )
+        print(f"{path.ljust(12)} | " + " | ".join(cells))
+    for i, result in enumerate(concurrent):
+        service, bare = result["service"], result["bare"]
+        load = ", ".join(f"{x:.1f}" for x in result["load"])
+        print(
+            f"size {i + 1}: {service.approvals} approvals a path in {ROUNDS} rounds of bare then "
+            f"service; service {service.rate:.0f}/s (target >= 100/s: "
+            f"{'pass' if service.rate >= 100 else 'FAIL'}), bare / service = "
+            f"{bare.rate / service.rate:.2f}x (target <= 2x: "
+            f"{'pass' if bare.rate <= 2 * service.rate else 'FAIL'}), "
+            f"{service.failed + bare.failed} refused or failed; load average {load}"
         )
 
 

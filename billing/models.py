@@ -30,6 +30,7 @@ from billing.choices import (
 )
 from billing.validators import currency_validator
 from pools.capacity.models import Allocation
+from pools.clusters.models import Cluster
 from pools.common.validators import single_line_text_validator
 from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.tenancy.models import Team, team_owned
@@ -251,6 +252,35 @@ class UsageImport(models.Model):
 
     def __str__(self) -> str:
         return f"{self.source} usage {self.window_start:%Y-%m-%d} → {self.window_end:%Y-%m-%d}"
+
+
+class MetricsUrlSpan(models.Model):
+    """From ``since`` on, the usage of ``cluster`` (empty: the environment's — pools without a
+    cluster and the environment's row) is read from the Prometheus at ``url`` (trailing ``/``
+    dropped; ``""``: none configured). ``since`` empty: from the beginning.
+
+    Written by the Prometheus usage imports (:func:`billing.services.prometheus_meters.
+    metrics_spans_sync`) when they find a cluster's URL changed: each hour of a cluster's series
+    is billed by the one Prometheus its span names, so a URL switch never bills an hour twice."""
+
+    cluster = models.ForeignKey(
+        Cluster, null=True, blank=True, on_delete=models.CASCADE, related_name="metrics_spans"
+    )
+    url = models.CharField(max_length=255, blank=True)
+    since = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["cluster_id", F("since").asc(nulls_first=True), "id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["cluster", "since"],
+                condition=Q(cluster__isnull=False, since__isnull=False),
+                name="metrics_span_unique_cluster_since",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.cluster or 'environment'} → {self.url or '(none)'} from {self.since}"
 
 
 class Statement(models.Model):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 from celery import shared_task
 from django.utils import timezone
@@ -21,6 +22,7 @@ from billing.services.extra_charges_prometheus import (
     extra_charges_import_prometheus,
 )
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
+from billing.services.prometheus_meters import usage_import_meters
 from billing.services.shared_card_import import shared_card_usage_import
 from billing.services.statements import statements_close_month
 from billing.services.usage_import import (
@@ -104,29 +106,33 @@ def usage_import_cluster_task(cluster_id: int, hours: int = 48) -> int | None:
     max_retries=6,
 )
 def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
-    """Import Kubernetes GPU requests, vLLM token counters and pods on shared cards' replicas
-    (:mod:`billing.services.shared_card_import`) of the last ``hours`` from
-    ``settings.PROMETHEUS_URL`` (none configured: nothing). Records are keyed by billing day,
-    so overlapping windows are harmless."""
-    metrics = metrics_adapter()
-    if metrics is None:
-        return {}
+    """Import Kubernetes GPU requests and vLLM token counters of the last ``hours`` from every
+    cluster's Prometheus, each distinct URL once (:mod:`billing.services.prometheus_meters`:
+    ``Cluster.prometheus_url``, blank = ``settings.PROMETHEUS_URL``; no URL anywhere: nothing),
+    and pods on shared cards' replicas (:mod:`billing.services.shared_card_import`) from
+    ``settings.PROMETHEUS_URL``. Records are keyed by cluster and billing day, so overlapping
+    windows are harmless. A Prometheus that cannot be reached is kept as its clusters' error
+    and the others are imported; then :class:`SchedulerUnavailable` is raised so the task is
+    retried (safe: nothing is counted twice)."""
     end = timezone.now()
     start = end - timedelta(hours=hours)
-    try:
-        return {
-            "kubernetes": usage_import_kubernetes(
+    imported = usage_import_meters(
+        importers={"kubernetes": usage_import_kubernetes, "vllm-tokens": usage_import_vllm_tokens},
+        start=start,
+        end=end,
+        now=end,
+    )
+    counts = dict(imported.created)
+    metrics = metrics_adapter()
+    if metrics is not None:
+        try:
+            counts["shared-cards"] = shared_card_usage_import(
                 metrics=metrics, start=start, end=end
-            ).records_created,
-            "vllm-tokens": usage_import_vllm_tokens(
-                metrics=metrics, start=start, end=end
-            ).records_created,
-            "shared-cards": shared_card_usage_import(
-                metrics=metrics, start=start, end=end
-            ).records_created,
-        }
-    finally:
-        metrics.close()
+            ).records_created
+        finally:
+            metrics.close()
+    _raise_if_transient(imported.failed)
+    return counts
 
 
 @shared_task(
@@ -137,26 +143,39 @@ def usage_import_prometheus_task(hours: int = 48) -> dict[str, int]:
 )
 def extra_charges_prometheus_task(hours: int = 48) -> dict[str, int]:
     """Beat (hourly): storage and egress of every billing month the last ``hours`` touch, each
-    month whole up to now, from ``settings.PROMETHEUS_URL``
-    (:mod:`billing.services.extra_charges_prometheus`; no URL or no PromQL configured:
-    nothing). One record per charge, team and month: running it twice writes nothing new."""
+    month whole up to now, from every cluster's Prometheus, each distinct URL once
+    (:mod:`billing.services.extra_charges_prometheus`, :mod:`billing.services.prometheus_meters`;
+    no URL or no PromQL configured: nothing). One record per charge, team, cluster and month
+    (and span, after a cluster's Prometheus changed): running it twice writes nothing new. A
+    Prometheus that cannot be reached is its clusters' error, the others are imported, then
+    :class:`SchedulerUnavailable` is raised so the task is retried."""
     charges = configured_charges()
-    metrics = metrics_adapter() if charges else None
-    if metrics is None:
+    if not charges:
         return {}
     end = timezone.now()
-    try:
-        imported = extra_charges_import_prometheus(
-            metrics=metrics, start=end - timedelta(hours=hours), end=end, charges=charges
-        )
-    finally:
-        metrics.close()
+    imported = usage_import_meters(
+        importers={"extra": partial(extra_charges_import_prometheus, charges=charges)},
+        start=end - timedelta(hours=hours),
+        end=end,
+        now=end,
+    )
+    _raise_if_transient(imported.failed)
+    if not imported.imports:
+        return {}
     return {
-        "created": imported.records_created,
-        "updated": imported.records_updated,
-        "unchanged": imported.records_unchanged,
-        "issues": len(imported.issues),
+        "created": sum(i.records_created for i in imported.imports),
+        "updated": sum(i.records_updated for i in imported.imports),
+        "unchanged": sum(i.records_unchanged for i in imported.imports),
+        "issues": sum(len(i.issues) for i in imported.imports),
     }
+
+
+def _raise_if_transient(failed: list[dict]) -> None:
+    """Raise :class:`SchedulerUnavailable` naming the Prometheus servers that could not be read
+    when one may answer later (the task is then retried; what was read is kept)."""
+    if any(f["transient"] for f in failed):
+        names = "; ".join(f"{f['url']}: {f['error']}" for f in failed)
+        raise SchedulerUnavailable(f"Prometheus not read, the others imported: {names}")
 
 
 @shared_task(acks_late=True)

@@ -690,6 +690,20 @@ class UsageImportFactory(factory.django.DjangoModelFactory):
     window_end = factory.LazyFunction(timezone.now)
 
 
+class MetricsUrlSpanFactory(factory.django.DjangoModelFactory):
+    """A Kubernetes cluster read from its own Prometheus since a day ago."""
+
+    class Meta:
+        model = billing_models.MetricsUrlSpan
+
+    cluster = factory.SubFactory(
+        "factories.ClusterFactory", kind=Scheduler.KUBERNETES, credential_kind="kubeconfig",
+        credential_path="/run/secrets/kubeconfig", api_url="",
+    )  # fmt: skip
+    url = "http://prometheus.example.com:9090"
+    since = factory.LazyFunction(lambda: timezone.now() - timedelta(days=1))
+
+
 class StatementFactory(factory.django.DjangoModelFactory):
     class Meta:
         model = billing_models.Statement

@@ -41,7 +41,8 @@ class BudgetForm(forms.Form):
             fields_for_model(
                 Budget,
                 fields=FIELDS,
-                widgets={"starts_on": forms.DateInput(attrs={"type": "date"})},
+                # an <input type="date"> reads only yyyy-mm-dd, not the site's en-gb dates
+                widgets={"starts_on": forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")},
                 help_texts=HELP,
                 labels=LABELS,
             )

@@ -47,7 +47,11 @@ the month in progress is metered up to "now" and its records replaced on the nex
 Team: namespace ``team-<slug>``, or a namespace an allocation's binding names
 (:class:`~billing.services.prometheus_import.NamespaceTeams`); several namespaces of one team
 add up. One record per (charge, team, month), key ``prom:<charge>:<team slug>:<YYYY-MM>``, so
-importing again replaces the month's figure and writes nothing when it did not change.
+importing again replaces the month's figure and writes nothing when it did not change. With a
+Prometheus per cluster (:mod:`billing.services.prometheus_meters`), per cluster and span too:
+``prom@<cluster id>:…`` for a cluster kept as data, ``…:<YYYY-MM>@<span start>`` for the part
+of the month after a cluster's Prometheus changed; storage steps and egress stretches are
+billed by the Prometheus the namespace's cluster reads at their time.
 
 Bad input is reported on the import (``issues``) and never read as 0: a namespace that is no
 team's (``unknown_namespace``), a series without a namespace (``no_namespace``), a value that
@@ -76,6 +80,13 @@ from billing.models import UsageImport, UsageRecord
 from billing.pricing import month_bounds, month_of, month_seconds, next_month
 from billing.services.extra_charges import MAX_GB
 from billing.services.prometheus_import import MetricsSource, NamespaceTeams
+from billing.services.prometheus_meters import (
+    LEGACY,
+    ClusterKey,
+    Meter,
+    MeterMap,
+    cluster_key_prefix,
+)
 from billing.services.usage_import import (
     ImportReport,
     UsageCatalogue,
@@ -137,12 +148,20 @@ def extra_charges_import_prometheus(
     end: datetime,
     now: datetime | None = None,
     charges: list[Charge] | None = None,
+    meter: Meter = LEGACY,
+    meters: MeterMap | None = None,
 ) -> UsageImport:
     """Import the configured charges (:func:`configured_charges`, or ``charges``) of every
     billing month ``[start, end)`` touches, each month whole from its start up to
     ``min(month end, now)`` (the module docstring has the queries, units and errors). Returns
     the :class:`UsageImport` with the counts and every issue. Raises ``ValueError`` for a
-    naive or empty window; :class:`SchedulerUnavailable` when Prometheus cannot be reached."""
+    naive or empty window; :class:`SchedulerUnavailable` when Prometheus cannot be reached.
+
+    ``metrics`` is the Prometheus of ``meter``: a namespace's storage steps and egress are
+    billed here only while its cluster (:class:`MeterMap`) is read from this Prometheus, one
+    record per team, cluster and span of the month (:mod:`billing.services.prometheus_meters`;
+    default: one Prometheus for everything, the keys above)."""
+    meters = meters or MeterMap()
     usage_window_check(start, end)
     now = (now or timezone.now()).replace(microsecond=0)
     zone = billing_zone()
@@ -153,7 +172,7 @@ def extra_charges_import_prometheus(
     records: list[UsageRecord] = []
     for charge in charges:
         for period in periods:
-            records += _month_records(metrics, charge, period, teams, zone, report)
+            records += _month_records(metrics, charge, period, teams, zone, report, (meter, meters))
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         window_start = periods[0][1] if periods else start
@@ -183,28 +202,53 @@ def _month_records(
     teams: NamespaceTeams,
     zone,
     report: ImportReport,
+    metering: tuple[Meter, MeterMap],
 ) -> list[UsageRecord]:
     """The records of one ``charge`` over one ``period`` (``(month, month start, period
-    end)``, a billing month of ``zone``), one per team with usage, in team-id order. A refused
-    query or an unreadable answer is added to ``report.issues`` (``query_refused`` /
+    end)``, a billing month of ``zone``), one per team, cluster and span with usage, in key
+    order, of the namespaces ``metering`` (this Prometheus' meter and the map) bills here. A
+    refused query or an unreadable answer is added to ``report.issues`` (``query_refused`` /
     ``unreadable_answer``) and gives no records; ``report.jobs_seen`` counts the series
     read."""
     month, month_start, period_end = period
     try:
-        series = _read(metrics, charge, month_start, period_end)
+        chunks = [
+            (a, b, _read(metrics, charge, a, b))
+            for a, b in _chunks(charge, month_start, period_end, metering[1])
+        ]
     except (SchedulerRejected, UnexpectedResponse) as exc:
         rejected = isinstance(exc, SchedulerRejected)
         code = "query_refused" if rejected else "unreadable_answer"
         report.issues.append({"charge": charge.name, "month": f"{month:%Y-%m}",
                               "code": code, "detail": str(exc)[:300]})  # fmt: skip
         return []
-    report.jobs_seen += len(series)
+    report.jobs_seen += sum(len(series) for _, _, series in chunks)
     month_s = month_seconds(month, zone)
-    totals = _team_totals(series, charge, month, period_end, month_s, teams, report)
+    totals = _team_totals(chunks, charge, month, month_s, teams, report, metering)
     return [
-        _record(charge, team_id, teams.slugs[team_id], month, quantity, month_start, period_end)
-        for team_id, quantity in sorted(totals.items())
+        _record(charge, key, teams.slugs[key[0]], month, quantity, month_start, period_end)
+        for key, quantity in sorted(totals.items(), key=lambda kv: tuple(map(str, kv[0])))
     ]
+
+
+def _chunks(
+    charge: Charge, month_start: datetime, period_end: datetime, meters: MeterMap
+) -> list[tuple[datetime, datetime]]:
+    """The pieces of ``[month_start, period_end)`` read one query each: storage one (its steps
+    are placed one by one); egress one per stretch between the spans' starts inside it (an
+    increase is placed whole, so no piece may straddle a cluster's switch)."""
+    cuts = sorted(
+        {
+            since
+            for spans in meters.spans.values()
+            for since, _ in spans
+            if since is not None and month_start < since < period_end
+        }
+    )
+    if charge.name == "storage" or not cuts:
+        return [(month_start, period_end)]
+    edges = [month_start, *cuts, period_end]
+    return list(zip(edges, edges[1:], strict=False))
 
 
 def _read(
@@ -225,47 +269,83 @@ def _read(
 
 
 def _team_totals(
-    series: tuple[Series, ...],
+    chunks: list[tuple[datetime, datetime, tuple[Series, ...]]],
     charge: Charge,
     month: date,
-    period_end: datetime,
     month_s: int,
     teams: NamespaceTeams,
     report: ImportReport,
-) -> dict[int, Decimal]:
-    """GB-months (storage) or GB (egress) per team id; a team with any bad value is left out
-    and reported (its namespaces' good values are not charged alone: a part is not the whole)."""
-    totals: dict[int, Decimal] = defaultdict(Decimal)
-    spoilt: set[int] = set()
+    metering: tuple[Meter, MeterMap],
+) -> dict[tuple, Decimal]:
+    """GB-months (storage) or GB (egress) per ``(team id, cluster, span)`` of the pieces this
+    meter bills (:func:`_billed_pieces`); a key with any bad value is left out and reported
+    (its namespaces' good values are not charged alone: a part is not the whole)."""
+    totals: dict[tuple, Decimal] = defaultdict(Decimal)
+    spoilt: set[tuple] = set()
     label = f"{month:%Y-%m}"
 
     def issue(namespace: str, code: str, detail: str) -> None:
         report.issues.append({"charge": charge.name, "month": label, "namespace": namespace,
                               "code": code, "detail": detail})  # fmt: skip
 
-    for item in sorted(series, key=lambda s: s.labels):
-        namespace = item.label(NAMESPACE_LABEL) or ""
-        if not namespace:
-            issue("", "no_namespace", f"a {charge.name} series without a namespace: not charged")
-            continue
-        team_id = teams.get(namespace)
-        if team_id is None:
-            issue(namespace, "unknown_namespace",
-                  f"namespace {namespace!r} is no team's: not charged")  # fmt: skip
-            continue
-        try:
-            amount = _amount(item, charge, period_end, month_s)
-        except _BadValue as exc:
-            issue(namespace, exc.code,
-                  f"{exc.detail}: the team's {charge.name} of {label} not written")  # fmt: skip
-            spoilt.add(team_id)
-            continue
-        totals[team_id] += amount
+    for a, b, series in chunks:
+        for item in sorted(series, key=lambda s: s.labels):
+            namespace = item.label(NAMESPACE_LABEL) or ""
+            pieces = _billed_pieces(item, charge, namespace, a, metering)
+            team_id = _charged_team(pieces, namespace, charge, teams, issue)
+            if team_id is None:
+                continue
+            for (cluster, span), samples in pieces.items():
+                key = (team_id, cluster, span)
+                try:
+                    totals[key] += _amount(samples, charge, b, month_s)
+                except _BadValue as exc:
+                    detail = f"{exc.detail}: the team's {charge.name} of {label} not written"
+                    issue(namespace, exc.code, detail)
+                    spoilt.add(key)
     return {
-        team_id: quantity.quantize(SIX_PLACES, ROUND_HALF_UP)
-        for team_id, quantity in totals.items()
-        if team_id not in spoilt
+        key: quantity.quantize(SIX_PLACES, ROUND_HALF_UP)
+        for key, quantity in totals.items()
+        if key not in spoilt
     }
+
+
+def _charged_team(pieces, namespace: str, charge: Charge, teams: NamespaceTeams, issue):
+    """The team a series' billed ``pieces`` go to, or ``None``: no pieces (another meter's),
+    or no namespace / no team's namespace (reported through ``issue``)."""
+    if not pieces:
+        return None
+    if not namespace:
+        issue("", "no_namespace", f"a {charge.name} series without a namespace: not charged")
+        return None
+    team_id = teams.get(namespace)
+    if team_id is None:
+        issue(namespace, "unknown_namespace", f"namespace {namespace!r} is no team's: not charged")
+    return team_id
+
+
+def _billed_pieces(
+    item: Series,
+    charge: Charge,
+    namespace: str,
+    chunk_start: datetime,
+    metering: tuple[Meter, MeterMap],
+) -> dict[tuple, list]:
+    """``{(cluster, span): samples}`` of ``item`` this meter bills: a storage step where the
+    namespace's cluster is read from this Prometheus at its time, an egress increase (one
+    sample, over a chunk no span start cuts) where it is at ``chunk_start``."""
+    meter, meters = metering
+    cluster: ClusterKey = meters.cluster_of_namespace(namespace, meter)
+    pieces: dict[tuple, list] = defaultdict(list)
+    for sample in item.samples:
+        at = (
+            datetime.fromtimestamp(sample.timestamp, tz=UTC)
+            if charge.name == "storage"
+            else chunk_start
+        )
+        if meters.reads(cluster, meter, at):
+            pieces[(cluster, meters.span_bounds(cluster, at))].append(sample)
+    return pieces
 
 
 class _BadValue(Exception):
@@ -274,12 +354,12 @@ class _BadValue(Exception):
         self.code, self.detail = code, detail
 
 
-def _amount(item: Series, charge: Charge, period_end: datetime, month_s: int) -> Decimal:
-    """The series' GB-months or GB; :class:`_BadValue` (its issue code) on a bad value."""
+def _amount(samples, charge: Charge, period_end: datetime, month_s: int) -> Decimal:
+    """The samples' GB-months or GB; :class:`_BadValue` (its issue code) on a bad value."""
     total = Decimal(0)
     step = storage_step_s()
     end_s = Decimal(int(period_end.timestamp()))
-    for sample in item.samples:
+    for sample in samples:
         if sample.value is None:
             raise _BadValue("not_a_number", f"NaN or infinite bytes at {_at(sample.timestamp)}")
         if sample.value < 0:
@@ -304,13 +384,20 @@ def _at(timestamp: float) -> str:
 
 def _record(
     charge: Charge,
-    team_id: int,
+    key: tuple,
     slug: str,
     month: date,
     quantity: Decimal,
     month_start: datetime,
     period_end: datetime,
 ) -> UsageRecord:
+    """The record of ``key`` (``(team id, cluster, (span since, until))``): over the month's
+    period clipped to the span, keyed ``prom[@<cluster>]:<charge>:<slug>:<YYYY-MM>[@<span
+    start, epoch s>]`` (the suffix when the span starts inside the month)."""
+    team_id, cluster, (since, until) = key
+    start = max(month_start, since) if since else month_start
+    end = min(period_end, until) if until else period_end
+    piece = f"@{int(start.timestamp())}" if start > month_start else ""
     return UsageRecord(
         team_id=team_id,
         pool=None,
@@ -318,8 +405,9 @@ def _record(
         unit=charge.unit,
         basis=charge.basis,
         month=month,
-        period_start=month_start,
-        period_end=period_end,
+        period_start=start,
+        period_end=end,
         source=UsageSource.EXTRA_CHARGES_PROMETHEUS,
-        source_id=f"prom:{charge.name}:{slug}:{month:%Y-%m}",
+        source_id=f"{cluster_key_prefix('prom', cluster)}:{charge.name}:{slug}:{month:%Y-%m}"
+        f"{piece}",
     )

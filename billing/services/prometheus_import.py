@@ -8,6 +8,12 @@ clipped at "now" (today's record is metered up to now and updated in place on th
 A billing day never crosses a month boundary, so records are split at month starts by
 construction; a daylight-saving day simply has 23 or 25 hours.
 
+Several Prometheus servers (issue 29): the importers read one Prometheus, a *meter* of
+:mod:`billing.services.prometheus_meters`, and bill only the series of the clusters that meter
+reads at each time; the keys below name the cluster (``k8s@<cluster id>:…``, none for the
+environment's) and a span start when a cluster's Prometheus changed inside the day
+(``<YYYY-MM-DD>@<epoch s>``), as that module decides.
+
 Kubernetes (``source="kubernetes"``), key ``k8s:<namespace>:<model slug>:<YYYY-MM-DD>:<basis>``
 where basis is ``used`` or ``alloc<id>`` (inside a reserved allocation, recorded ``included``):
 
@@ -64,6 +70,14 @@ from billing.choices import ChargeBasis, ShareBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import UsageImport, UsageRecord
 from billing.pricing import counter_increase, local_midnight, split_at
+from billing.services.prometheus_meters import (
+    LEGACY,
+    ClusterKey,
+    Meter,
+    MeterMap,
+    cluster_key_prefix,
+    day_key,
+)
 from billing.services.usage_import import (
     ImportReport,
     UsageCatalogue,
@@ -238,9 +252,15 @@ def usage_import_kubernetes(
     end: datetime,
     now: datetime | None = None,
     step_s: int = DEFAULT_STEP_S,
+    meter: Meter = LEGACY,
+    meters: MeterMap | None = None,
 ) -> UsageImport:
     """Card-seconds of GPU requests of scheduled pods per namespace and GPU model, per billing
-    day of ``[start, end)`` (see the module docstring for keys, model resolution and error)."""
+    day of ``[start, end)`` (see the module docstring for keys, model resolution and error).
+
+    ``metrics`` is the Prometheus of ``meter``; ``meters`` says which cluster each node is and
+    which steps of it this meter bills (:mod:`billing.services.prometheus_meters`; default:
+    one Prometheus for everything, the environment's keys)."""
     usage_window_check(start, end)
     if step_s <= 0 or 3600 % step_s:
         raise ValueError("step_s must divide an hour")
@@ -258,21 +278,69 @@ def usage_import_kubernetes(
     series, finished = _k8s_series(metrics, days, step_s)
     cards = _k8s_cards(series, finished, report)
     _drop_shared_nodes(cards, shared_nodes(metrics, wide_start, wide_end), report)
-    # (team, model, day, allocation) -> card-seconds
-    totals: dict[tuple[int, int, date, int | None], Decimal] = defaultdict(Decimal)
-    reported: set[tuple[str, str]] = set()
-    for (namespace, node), points in sorted(cards.items()):
-        charged = _k8s_charged(namespace, node, teams, models, reported, report)
-        if charged is None:
-            continue
-        team_id, model_id, share = charged
-        for day, a, count, seconds in _k8s_step_pieces(points, step_s, days, zone):
-            covering = catalogue.covering_reservation(team_id, model_id, a)
-            totals[(team_id, model_id, day, covering)] += count * share * seconds
+    totals = _k8s_totals(
+        cards, (teams, models, catalogue), (meter, meters or MeterMap()), step_s, days, report
+    )
     records = _k8s_records(totals, days, catalogue, teams)
     with transaction.atomic():
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.KUBERNETES, start, end, report)
+
+
+def _k8s_totals(
+    cards: dict[tuple[str, str], dict[float, Decimal]],
+    resolvers: tuple[NamespaceTeams, _K8sModels, UsageCatalogue],
+    metering: tuple[Meter, MeterMap],
+    step_s: int,
+    days: list[tuple[date, datetime, datetime]],
+    report: ImportReport,
+) -> dict[tuple, Decimal]:
+    """Card-seconds per ``(cluster, team, model, day, span, covering allocation)`` of the steps
+    of ``cards`` (``{(namespace, node): {epoch s: cards}}``) this meter bills, the cluster the
+    node's (``metering``: this Prometheus' meter and the map)."""
+    teams, models, catalogue = resolvers
+    meter, meters = metering
+    zone = billing_zone()
+    totals: dict[tuple, Decimal] = defaultdict(Decimal)
+    reported: set[tuple[str, str]] = set()
+    for (namespace, node), points in sorted(cards.items()):
+        cluster = meters.cluster_of_node(node, meter)
+        billed = _steps_billed_here(points, cluster, meter, meters)
+        if not billed:
+            continue  # another meter's (the cluster's Prometheus at those times)
+        charged = _k8s_charged(namespace, node, teams, models, reported, report)
+        if charged is None:
+            continue
+        team_id, model_id, share = charged
+        # one span (no switch): the same bounds for every step, not looked up per step
+        fixed = (None, None) if meters.always(cluster, meter) is not None else None
+        for day, a, count, seconds in _k8s_step_pieces(billed, step_s, days, zone):
+            covering = catalogue.covering_reservation(team_id, model_id, a)
+            span = fixed or meters.span_bounds(cluster, a)
+            totals[(cluster, team_id, model_id, day, span, covering)] += count * share * seconds
+    return totals
+
+
+def _steps_billed_here(
+    points: dict[float, Decimal], cluster: ClusterKey, meter: Meter, meters: MeterMap
+) -> dict[float, Decimal]:
+    """The steps of ``points`` (``{epoch s: cards}``) of ``cluster`` that ``meter`` bills."""
+    always = meters.always(cluster, meter)
+    if always is not None:  # no switch in the cluster's history: no step to look at
+        return points if always else {}
+    return {
+        t: count
+        for t, count in points.items()
+        if meters.reads(cluster, meter, datetime.fromtimestamp(t, tz=UTC))
+    }
+
+
+def _piece_bounds(
+    a: datetime, b: datetime, span: tuple[datetime | None, datetime | None]
+) -> tuple[datetime, datetime]:
+    """A billing day ``[a, b)`` clipped to a span ``(since, until)`` (``None``: unbounded)."""
+    since, until = span
+    return (max(a, since) if since else a), (min(b, until) if until else b)
 
 
 def _k8s_step_pieces(
@@ -381,21 +449,25 @@ def _k8s_charged(
 
 
 def _k8s_records(
-    totals: dict[tuple[int, int, date, int | None], Decimal],
+    totals: dict[tuple, Decimal],
     days: list[tuple[date, datetime, datetime]],
     catalogue: UsageCatalogue,
     teams: NamespaceTeams,
 ) -> list[UsageRecord]:
-    """One card-seconds :class:`UsageRecord` per ``(team, model, day, covering allocation)``,
-    in key order, keyed ``k8s:<namespace>:<model>:<day>:alloc<id>|used``."""
+    """One card-seconds :class:`UsageRecord` per ``(cluster, team, model, day, span, covering
+    allocation)`` of ``totals``, in key order, over the day clipped to the span, keyed
+    ``k8s[@<cluster>]:<namespace>:<model>:<day>[@<span start>]:alloc<id>|used``
+    (:mod:`billing.services.prometheus_meters`)."""
     bounds = {day: (a, b) for day, a, b in days}
     namespace_of = {team_id: ns for ns, team_id in sorted(teams.by_namespace.items(), reverse=True)}
     records = []
-    for (team_id, model_id, day, covering), quantity in sorted(
+    for (cluster, team_id, model_id, day, span, covering), quantity in sorted(
         totals.items(), key=lambda kv: tuple(str(part) for part in kv[0])
     ):
-        a, b = bounds[day]
+        day_start = bounds[day][0]
+        a, b = _piece_bounds(*bounds[day], span)
         slug = catalogue.model_slug.get(model_id, str(model_id))
+        prefix = cluster_key_prefix("k8s", cluster)
         records.append(
             UsageRecord(
                 team_id=team_id,
@@ -408,8 +480,8 @@ def _k8s_records(
                 period_start=a,
                 period_end=b,
                 source=UsageSource.KUBERNETES,
-                source_id=f"k8s:{namespace_of.get(team_id, team_id)}:{slug}:{day:%Y-%m-%d}:"
-                f"{f'alloc{covering}' if covering else 'used'}",
+                source_id=f"{prefix}:{namespace_of.get(team_id, team_id)}:{slug}:"
+                f"{day_key(day, a, day_start)}:{f'alloc{covering}' if covering else 'used'}",
             )
         )
     return records
@@ -419,15 +491,18 @@ def _k8s_records(
 
 
 def _increase_by_day(
-    samples: Iterable[tuple[datetime, Decimal]], day_of, wide_start: datetime, wide_end: datetime
-) -> dict[date, Decimal]:
-    """Increase between consecutive samples, each given to the day of its later sample
-    (:func:`counter_increase` of the pair, so a reset counts the new value)."""
-    out: dict[date, Decimal] = defaultdict(Decimal)
+    samples: Iterable[tuple[datetime, Decimal]], bucket_of, wide_start: datetime, wide_end: datetime
+) -> dict:
+    """Increase between consecutive samples, each given to ``bucket_of`` its later sample
+    (:func:`counter_increase` of the pair, so a reset counts the new value); a bucket of
+    ``None`` (another meter bills that time) drops the increase."""
+    out: dict = defaultdict(Decimal)
     ordered = sorted(samples)
     for previous, current in zip(ordered, ordered[1:], strict=False):
         if wide_start <= current[0] < wide_end:
-            out[day_of(current[0])] += counter_increase([previous, current])
+            bucket = bucket_of(current[0])
+            if bucket is not None:
+                out[bucket] += counter_increase([previous, current])
     return out
 
 
@@ -437,37 +512,58 @@ def _vllm_totals(
     lookback_s: int,
     zone,
     report: ImportReport,
-) -> dict[tuple[int, str, str, str, date], Decimal]:
-    """Tokens per ``(team, namespace, served model, unit, billing day)`` over ``days``
-    (``[(day, start, end)]``, in order, the days of ``zone``, not empty): one instant range
-    query per counter of :data:`TOKEN_COUNTERS` reaching ``lookback_s`` before the first day,
-    each increase given to the day of its later sample. Series with no team's namespace or no
-    ``model_name`` are reported once per namespace; every series counts in
+    meter: Meter = LEGACY,
+    meters: MeterMap | None = None,
+) -> dict[tuple, Decimal]:
+    """Tokens per ``(cluster, team, namespace, served model, unit, billing day, span)`` over
+    ``days`` (``[(day, start, end)]``, in order, the days of ``zone``, not empty): one instant
+    range query per counter of :data:`TOKEN_COUNTERS` reaching ``lookback_s`` before the first
+    day, each increase given to the day of its later sample, when ``meter`` bills the series'
+    cluster (its namespace's, :class:`MeterMap`) at that time. Series with no team's namespace
+    or no ``model_name`` are reported once per namespace; every series counts in
     ``report.jobs_seen``."""
+    meters = meters or MeterMap()
     wide_start, wide_end = days[0][1], days[-1][2]
     teams = NamespaceTeams(UsageCatalogue())
     at = wide_end - timedelta(milliseconds=1)  # samples at t < wide_end
     seconds = math.ceil((at - wide_start).total_seconds()) + lookback_s
-    totals: dict[tuple[int, str, str, str, date], Decimal] = defaultdict(Decimal)
+    totals: dict[tuple, Decimal] = defaultdict(Decimal)
     reported: set[str] = set()
     for metric, unit in TOKEN_COUNTERS:
         for item in metrics.query(f'{metric}{{namespace!=""}}[{seconds}s]', at=at):
             report.jobs_seen += 1
-            charged = _vllm_charged(item, teams, reported, report)
-            if charged is None:
-                continue
-            team_id, namespace, served = charged
+            cluster = meters.cluster_of_namespace(dcgm_labels(item.label_map).namespace, meter)
             points = [
                 (datetime.fromtimestamp(s.timestamp, tz=UTC), Decimal(str(s.value)))
                 for s in item.samples
                 if s.value is not None
             ]
-            by_day = _increase_by_day(
-                points, lambda t: t.astimezone(zone).date(), wide_start, wide_end
-            )
-            for day, tokens in by_day.items():
-                totals[(team_id, namespace, served, unit, day)] += tokens
+            if not any(
+                wide_start <= t < wide_end and meters.reads(cluster, meter, t) for t, _ in points
+            ):
+                continue  # another meter's (the cluster's Prometheus at those times)
+            charged = _vllm_charged(item, teams, reported, report)
+            if charged is None:
+                continue
+            team_id, namespace, served = charged
+            bucket_of = _token_buckets(cluster, meter, meters, zone)
+            for (day, span), tokens in _increase_by_day(
+                points, bucket_of, wide_start, wide_end
+            ).items():
+                totals[(cluster, team_id, namespace, served, unit, day, span)] += tokens
     return totals
+
+
+def _token_buckets(cluster: ClusterKey, meter: Meter, meters: MeterMap, zone):
+    """``t`` → ``(billing day of zone, span)`` of a counter's increase at ``t`` of ``cluster``,
+    or ``None`` when another meter bills that time."""
+
+    def bucket_of(t: datetime) -> tuple | None:
+        if not meters.reads(cluster, meter, t):
+            return None
+        return t.astimezone(zone).date(), meters.span_bounds(cluster, t)
+
+    return bucket_of
 
 
 def _vllm_charged(
@@ -490,18 +586,23 @@ def _vllm_charged(
 
 
 def _vllm_records(
-    totals: dict[tuple[int, str, str, str, date], Decimal],
+    totals: dict[tuple, Decimal],
     days: list[tuple[date, datetime, datetime]],
 ) -> list[UsageRecord]:
     """One token :class:`UsageRecord` per non-zero total of ``totals`` (as
-    :func:`_vllm_totals` returns), in key order, over its billing day of ``days``, keyed
-    ``vllm:<namespace>:<served model>:<unit>:<day>``."""
+    :func:`_vllm_totals` returns), in key order, over its billing day of ``days`` clipped to
+    its span, keyed ``vllm[@<cluster>]:<namespace>:<served model>:<unit>:<day>[@<span
+    start>]`` (:mod:`billing.services.prometheus_meters`)."""
     bounds = {day: (a, b) for day, a, b in days}
     records = []
-    for (team_id, namespace, served, unit, day), tokens in sorted(totals.items()):
+    for (cluster, team_id, namespace, served, unit, day, span), tokens in sorted(
+        totals.items(), key=lambda kv: tuple(str(part) for part in kv[0])
+    ):
         if not tokens:
             continue
-        a, b = bounds[day]
+        day_start = bounds[day][0]
+        a, b = _piece_bounds(*bounds[day], span)
+        prefix = cluster_key_prefix("vllm", cluster)
         records.append(
             UsageRecord(
                 team_id=team_id,
@@ -513,7 +614,8 @@ def _vllm_records(
                 period_start=a,
                 period_end=b,
                 source=UsageSource.PROMETHEUS_TOKENS,
-                source_id=f"vllm:{namespace}:{served}:{unit.value}:{day:%Y-%m-%d}"[:200],
+                source_id=f"{prefix}:{namespace}:{served}:{unit.value}:"
+                f"{day_key(day, a, day_start)}"[:200],
             )
         )
     return records
@@ -526,16 +628,21 @@ def usage_import_vllm_tokens(
     end: datetime,
     now: datetime | None = None,
     lookback_s: int = DEFAULT_LOOKBACK_S,
+    meter: Meter = LEGACY,
+    meters: MeterMap | None = None,
 ) -> UsageImport:
     """Input and output tokens per team, served model and billing day of ``[start, end)`` from
-    vLLM's counters (see the module docstring)."""
+    vLLM's counters (see the module docstring); ``metrics`` is the Prometheus of ``meter``,
+    billing the series ``meters`` gives it (:mod:`billing.services.prometheus_meters`)."""
     usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
     report = ImportReport()
     days = billing_days(start, end, now, zone)
     records = (
-        _vllm_records(_vllm_totals(metrics, days, lookback_s, zone, report), days) if days else []
+        _vllm_records(_vllm_totals(metrics, days, lookback_s, zone, report, meter, meters), days)
+        if days
+        else []
     )
     with transaction.atomic():
         usage_records_upsert(records, report, now)

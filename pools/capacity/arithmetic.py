@@ -7,6 +7,7 @@ starting at 12:00, and a request for next week does not compete with one that en
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from decimal import Decimal
@@ -72,6 +73,50 @@ def peak_cards(
         held += delta
         peak = max(peak, held)
     return peak
+
+
+def spans_over(
+    intervals: Iterable[tuple[datetime, datetime, int]],
+    start: datetime,
+    end: datetime,
+    limit: int,
+) -> list[tuple[datetime, datetime]]:
+    """The stretches of ``[start, end)`` during which more than ``limit`` cards are held, as
+    sorted, disjoint, half-open ``(from, to)`` pairs (adjacent stretches merged): the same
+    sweep line as :func:`peak_cards` (ends before starts at one instant), so
+    ``peak_cards(intervals, a, b) > limit`` exactly when ``[a, b)`` overlaps one of them
+    (:func:`overlaps_any`). One sort, O(n log n): the over-commit alert asks this of every
+    allocation of a pool, where a :func:`peak_cards` per allocation was O(n² log n)."""
+    events: list[tuple[datetime, int]] = []
+    for s, e, cards in intervals:
+        if cards > 0 and (span := clip(s, e, start, end)) is not None:
+            events.append((span[0], cards))
+            events.append((span[1], -cards))
+    events.sort(key=lambda ev: (ev[0], ev[1]))
+    spans: list[tuple[datetime, datetime]] = []
+    held, opened = 0, None
+    for i, (instant, delta) in enumerate(events):
+        held += delta
+        if i + 1 < len(events) and events[i + 1][0] == instant:
+            continue  # the level holds from the last event of an instant on
+        if held > limit and opened is None:
+            opened = instant
+        elif held <= limit and opened is not None:
+            if spans and spans[-1][1] == opened:
+                spans[-1] = (spans[-1][0], instant)
+            else:
+                spans.append((opened, instant))
+            opened = None
+    return spans
+
+
+def overlaps_any(spans: list[tuple[datetime, datetime]], start: datetime, end: datetime) -> bool:
+    """Whether ``[start, end)`` overlaps one of ``spans`` (sorted, disjoint, half-open, as
+    :func:`spans_over` gives them): a binary search, O(log n)."""
+    if end <= start:
+        return False
+    i = bisect_right(spans, start, key=lambda span: span[1])  # first span ending after start
+    return i < len(spans) and spans[i][0] < end
 
 
 def usable_cards(schedulable: int, overcommit_ratio: Decimal) -> int:

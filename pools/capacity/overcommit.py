@@ -25,7 +25,7 @@ from typing import Any
 
 from django.db.models import Max, Sum
 
-from pools.capacity.arithmetic import peak_cards, usable_cards
+from pools.capacity.arithmetic import overlaps_any, peak_cards, spans_over, usable_cards
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation
 from pools.capacity.window import (
@@ -159,15 +159,15 @@ def _over(
     cards)``) and the ``others`` (occurrences, maintenance windows: ``(starts_at, ends_at,
     cards)``) together peak above ``usable`` in ``[now, last)``, else ``None``. ``concerned``:
     the ids of the allocations during whose window (from ``now``) more than ``usable`` are held
-    at some instant, by the invariant's own sweep line, oldest start first."""
+    at some instant, by the invariant's own sweep line (:func:`spans_over`, one sweep for all
+    of them), oldest start first."""
     intervals = [(s, e, n) for _i, s, e, n in holds] + others
     peak = peak_cards(intervals, now, last)
     if peak <= usable:
         return None
+    over = spans_over(intervals, now, last, usable)
     ordered = sorted(holds, key=lambda h: (h[1], h[0]))
-    return peak, tuple(
-        pk for pk, s, e, _n in ordered if peak_cards(intervals, max(s, now), e) > usable
-    )
+    return peak, tuple(pk for pk, s, e, _n in ordered if overlaps_any(over, max(s, now), e))
 
 
 PAIRS_CACHE_S = 15 * 60

@@ -554,8 +554,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         "num_layers": required["num_layers"],
         "hidden_size": required["hidden_size"],
         "num_attention_heads": required["num_attention_heads"],
-        "num_kv_heads": _first(config, "num_key_value_heads", "num_kv_heads")
-        or required["num_attention_heads"],
+        "num_kv_heads": _kv_heads(config, required),
         "head_dim": _hf_head_dim(config, required, rope),
         "intermediate_size": required["intermediate_size"],
         "vocab_size": required["vocab_size"],
@@ -744,6 +743,13 @@ def _required_hf_fields(config: Mapping[str, Any]) -> dict[str, Any]:
             field="config",
         )
     return fields
+
+
+def _kv_heads(config: Mapping[str, Any], required: dict[str, Any]) -> Any:
+    """``num_key_value_heads``; absent: the attention heads (multi-head attention). A 0 given
+    is kept for :class:`ModelArch` to refuse (``or`` once read it as absent: 32 KV heads)."""
+    kv_heads = _first(config, "num_key_value_heads", "num_kv_heads")
+    return required["num_attention_heads"] if kv_heads is None else kv_heads
 
 
 def _hf_head_dim(config: Mapping[str, Any], required: dict[str, Any], rope: Any) -> Any:

@@ -262,6 +262,7 @@ def test_the_beat_task_imports_the_months_of_the_last_two_days(monkeypatch):
     """The task: no PromQL configured -> nothing asked; configured -> the records, and a second
     run the same hour writes nothing."""
     from billing import tasks
+    from billing.services import prometheus_meters as meters
 
     TeamFactory(slug="nlp")
     now = NOV + timedelta(days=1, hours=3)  # the last 48 h touch October and November
@@ -269,16 +270,17 @@ def test_the_beat_task_imports_the_months_of_the_last_two_days(monkeypatch):
         lambda p: matrix({"team-nlp": [(NOV, "1000000000")]}),
         lambda p: vector({"team-nlp": "1000000000"}, now),
     )
-    monkeypatch.setattr(tasks, "metrics_adapter", recorded.adapter)
+    monkeypatch.setattr(meters, "metrics_adapter", lambda url: recorded.adapter())
     monkeypatch.setattr(tasks.timezone, "now", lambda: now)
     with override_settings(EXTRA_CHARGES_STORAGE_PROMQL="", EXTRA_CHARGES_EGRESS_PROMQL=""):
         assert tasks.extra_charges_prometheus_task() == {}
     assert recorded.asked == []
-    first = tasks.extra_charges_prometheus_task()
-    assert first == {"created": 4, "updated": 0, "unchanged": 0, "issues": 0}
-    months = sorted({r[3] for r in rows()})
-    assert months == [date(2026, 10, 1), date(2026, 11, 1)]
-    assert tasks.extra_charges_prometheus_task()["unchanged"] == 4
+    with override_settings(PROMETHEUS_URL="http://prometheus.test"):
+        first = tasks.extra_charges_prometheus_task()
+        assert first == {"created": 4, "updated": 0, "unchanged": 0, "issues": 0}
+        months = sorted({r[3] for r in rows()})
+        assert months == [date(2026, 10, 1), date(2026, 11, 1)]
+        assert tasks.extra_charges_prometheus_task()["unchanged"] == 4
 
 
 def test_the_command_imports_a_month_from_prometheus_and_exits_1_on_issues(monkeypatch, capsys):
@@ -293,8 +295,8 @@ def test_the_command_imports_a_month_from_prometheus_and_exits_1_on_issues(monke
     oct1, nov1 = datetime(2026, 10, 1, tzinfo=UTC), NOV
     recorded = Recorded(matrix({"team-nlp": [(oct1, "1000000000")]}),
                         vector({"team-gone": "5"}, nov1))  # fmt: skip
-    monkeypatch.setattr(command, "metrics_adapter", recorded.adapter)
-    with pytest.raises(SystemExit) as exit_:
+    monkeypatch.setattr(command, "metrics_adapter", lambda url: recorded.adapter())
+    with pytest.raises(SystemExit) as exit_, override_settings(PROMETHEUS_URL="http://p.test"):
         call_command("import_extra_charges", "--prometheus", "--month", "2026-10")
     assert exit_.value.code == 1
     out = capsys.readouterr().out

@@ -54,6 +54,11 @@ def test_week_view_fits_and_moves(page, live_server, django_user_model, width):
     page.wait_for_url("**week=2027-W04")
     assert page.get_by_text("week 2027-W04").is_visible()
     assert page.get_by_text("Nothing holds cards of L40S in Inference this week.").is_visible()
+    # Found by hand (newcomer probe): the overrides' empty line, a list item, showed a stray
+    # bullet at the card's left edge with its text centred away from it.
+    empty = page.locator("#calendar-overrides li.empty")
+    assert empty.inner_text() == "No temporary override of L40S in Inference counts this week."
+    assert empty.evaluate("li => getComputedStyle(li).listStyleType") == "none"
 
 
 def _signed_in_with_a_holding(page, live_server, django_user_model, width):

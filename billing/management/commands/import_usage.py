@@ -1,7 +1,12 @@
 """``manage.py import_usage --source reservation|slurm|kubernetes|vllm-tokens --start 2026-10-01
 --end 2026-11-01``.
 
-kubernetes and vllm-tokens read ``settings.PROMETHEUS_URL`` (or ``--prometheus-url``).
+kubernetes and vllm-tokens read every cluster's Prometheus, each distinct URL once
+(:mod:`billing.services.prometheus_meters`: ``Cluster.prometheus_url``, blank =
+``settings.PROMETHEUS_URL``); ``--cluster SLUG`` only the one that Kubernetes cluster reads (and
+so every cluster sharing it); ``--prometheus-url`` reads that one (default: the environment's)
+at the URL given instead. A Prometheus that cannot be reached is printed and the others are
+imported (exit 1).
 
 ``--sacct-file`` reads ``sacct -P`` text instead of calling slurmrestd (rules in
 :mod:`billing.sacct`): ``--time-zone`` is the zone of the machine that ran sacct (default the Slurm
@@ -19,13 +24,17 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from django.core.management.base import BaseCommand
+from django.utils import timezone
 
 from billing.conf import billing_zone, slurm_time_zone_name
 from billing.pricing import local_midnight
 from billing.sacct import DEFAULT_DELIMITER, SacctFile, SacctUnusable
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
+from billing.services.prometheus_meters import usage_import_meters
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
 from pools.clusters.adapters import metrics_adapter, scheduler_config
+from pools.clusters.models import Cluster
+from pools.common.choices import Scheduler
 from scheduler_adapters.registry import build_scheduler_adapter
 
 # strptime directives that carry the year; SLURM_TIME_FORMAT may omit it ("%m/%d-%H:%M")
@@ -54,7 +63,16 @@ class Command(BaseCommand):
             "--time-format",
             help="SLURM_TIME_FORMAT the file was written with (strptime; default ISO 8601)",
         )
-        parser.add_argument("--prometheus-url")
+        parser.add_argument(
+            "--prometheus-url",
+            help="read the Prometheus of --cluster (default: the "
+            "environment's, PROMETHEUS_URL) at this URL instead",
+        )
+        parser.add_argument(
+            "--cluster",
+            help="kubernetes / vllm-tokens: only the Prometheus this Kubernetes "
+            "cluster (slug) reads",
+        )
 
     def handle(
         self,
@@ -67,26 +85,20 @@ class Command(BaseCommand):
         delimiter=None,
         time_format=None,
         prometheus_url=None,
+        cluster=None,
         **options,
     ):
         if not (source == "slurm" and sacct_file) and (time_zone or delimiter or time_format):
             self._usage("--time-zone, --delimiter and --time-format go with --sacct-file")
+        if (cluster or prometheus_url) and source not in ("kubernetes", "vllm-tokens"):
+            self._usage("--cluster and --prometheus-url go with kubernetes / vllm-tokens")
         zone = billing_zone()
         window = {"start": local_midnight(start, zone), "end": local_midnight(end, zone)}
         read_issues: list[dict] = []
         if source == "reservation":
             report = usage_import_reservations(**window)
         elif source in ("kubernetes", "vllm-tokens"):
-            metrics = metrics_adapter(url=prometheus_url)
-            if metrics is None:
-                self._usage("no PROMETHEUS_URL configured; pass --prometheus-url")
-            try:
-                importer = (
-                    usage_import_kubernetes if source == "kubernetes" else usage_import_vllm_tokens
-                )
-                report = importer(metrics=metrics, **window)
-            finally:
-                metrics.close()
+            report = self._from_prometheus(source, window, cluster, prometheus_url)
         else:
             if sacct_file:
                 adapter = self._sacct_file(sacct_file, time_zone, delimiter, time_format)
@@ -108,6 +120,29 @@ class Command(BaseCommand):
             self.stdout.write(f"  {_describe(issue)}")
         if report.issues:
             sys.exit(1)
+
+    def _from_prometheus(self, source, window, slug, prometheus_url) -> _Summed:
+        chosen = None
+        if slug:
+            chosen = Cluster.objects.filter(slug=slug).first()
+            if chosen is None or chosen.kind != Scheduler.KUBERNETES:
+                self._usage(f"--cluster {slug!r} is no Kubernetes cluster")
+        importer = usage_import_kubernetes if source == "kubernetes" else usage_import_vllm_tokens
+        imported = usage_import_meters(
+            importers={source: importer},
+            now=timezone.now(),
+            cluster=chosen,
+            read_url=prometheus_url,
+            adapter_for=lambda url: metrics_adapter(url=url),
+            **window,
+        )
+        if not imported.imports and not imported.failed:
+            self._usage("no PROMETHEUS_URL configured; pass --prometheus-url")
+        summed = _Summed(imported.imports)
+        for failed in imported.failed:
+            summed.issues.append({"prometheus": failed["url"], "code": "unreachable",
+                                  "detail": failed["error"]})  # fmt: skip
+        return summed
 
     def _sacct_file(
         self, path: Path, time_zone: str | None, delimiter: str | None, time_format: str | None
@@ -141,6 +176,17 @@ class Command(BaseCommand):
     def _usage(self, message: str):
         self.stderr.write(f"import_usage: {message}")
         sys.exit(2)
+
+
+class _Summed:
+    """The counts and issues of the imports of several Prometheus servers, added up."""
+
+    def __init__(self, imports) -> None:
+        self.records_created = sum(i.records_created for i in imports)
+        self.records_updated = sum(i.records_updated for i in imports)
+        self.records_unchanged = sum(i.records_unchanged for i in imports)
+        self.flagged = sum(i.flagged for i in imports)
+        self.issues = [issue for i in imports for issue in i.issues]
 
 
 def _describe(issue: dict) -> str:

@@ -160,3 +160,17 @@ def test_the_largest_limits_are_kept(client, pool_admin, team):
     budget = Budget.objects.get()
     assert budget.card_hours_limit == Decimal("9999999999999.999")
     assert budget.money_limit == Decimal("999999999999.9999")
+
+
+def test_the_edit_page_gives_the_date_input_its_start_in_iso_form(client, pool_admin, team):
+    """Found by hand (newcomer probe of /costs/budgets/<id>/edit/ in Chromium): the start went
+    out in the site's en-gb form, ``value="01/01/2026"``, which an ``<input type="date">`` does
+    not read (the HTML standard's value is ``yyyy-mm-dd``): the field showed empty, and *Save*
+    was refused until the date was typed again."""
+    client.force_login(pool_admin)
+    client.post("/costs/budgets/new/", form(team))
+    budget = Budget.objects.get()
+
+    page = client.get(f"/costs/budgets/{budget.pk}/edit/").content.decode()
+
+    assert '<input type="date" name="starts_on" value="2026-01-01"' in page

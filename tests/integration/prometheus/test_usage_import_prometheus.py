@@ -123,3 +123,42 @@ def test_vllm_tokens_with_a_counter_reset(usage_prometheus):
         (date(2026, 11, 1), "qwen", inp, Decimal(4795)),
         (date(2026, 11, 1), "qwen", out, Decimal(960)),
     ]
+
+
+def test_a_cluster_with_its_own_prometheus_is_billed_the_same_figures_under_its_keys(
+    usage_prometheus, settings
+):
+    """The beat's path (issue 29): the Kubernetes cluster ``edge`` names this Prometheus as its
+    own and ``PROMETHEUS_URL`` is unset, so it is the only one read; its node ``k8s-n1`` and
+    the unplaced ``team-nlp`` namespace are the cluster's. The figures are the two tests'
+    above (16,200 / 16,500 card-s; 4,790 / 958 / 4,795 / 960 tokens), keyed ``@<cluster>``;
+    a second run writes nothing."""
+    from factories import ClusterFactory, NodeFactory, PoolFactory
+
+    from billing.services.prometheus_meters import usage_import_meters
+    from pools.common.choices import Scheduler
+
+    settings.PROMETHEUS_URL = ""
+    TeamFactory(slug="nlp")
+    edge = ClusterFactory(slug="edge", kind=Scheduler.KUBERNETES, prometheus_url=usage_prometheus)
+    pool = PoolFactory(slug="edge-gpu", cluster=edge, scheduler=Scheduler.KUBERNETES,
+                       slurm_partition="")  # fmt: skip
+    NodeFactory(hostname="k8s-n1", pool=pool, scheduler=Scheduler.KUBERNETES)
+    importers = {"kubernetes": usage_import_kubernetes, "vllm-tokens": usage_import_vllm_tokens}
+    first = usage_import_meters(importers=importers, start=START, end=END, now=END)
+    again = usage_import_meters(importers=importers, start=START, end=END, now=END)
+    assert (first.created, again.created, first.failed) == (
+        {"kubernetes": 2, "vllm-tokens": 4}, {"kubernetes": 0, "vllm-tokens": 0}, [])  # fmt: skip
+    cs, inp, out = UsageUnit.CARD_SECONDS, UsageUnit.INPUT_TOKENS, UsageUnit.OUTPUT_TOKENS
+    assert _rows(UsageSource.KUBERNETES) == [
+        (date(2026, 10, 1), "a100_80g_sxm", cs, Decimal(16200)),
+        (date(2026, 11, 1), "a100_80g_sxm", cs, Decimal(16500)),
+    ]
+    assert _rows(UsageSource.PROMETHEUS_TOKENS) == [
+        (date(2026, 10, 1), "qwen", inp, Decimal(4790)),
+        (date(2026, 10, 1), "qwen", out, Decimal(958)),
+        (date(2026, 11, 1), "qwen", inp, Decimal(4795)),
+        (date(2026, 11, 1), "qwen", out, Decimal(960)),
+    ]
+    keys = UsageRecord.objects.values_list("source_id", flat=True)
+    assert all(key.split(":")[0].endswith(f"@{edge.pk}") for key in keys)

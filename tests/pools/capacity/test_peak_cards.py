@@ -13,7 +13,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from pools.capacity.arithmetic import free_cards, peak_cards, usable_cards
+from pools.capacity.arithmetic import (
+    free_cards,
+    overlaps_any,
+    peak_cards,
+    spans_over,
+    usable_cards,
+)
 
 MON = datetime(2026, 3, 2, tzinfo=UTC)  # a Monday, 00:00 UTC
 
@@ -231,3 +237,40 @@ def test_card_hours_count_real_elapsed_time_across_a_clock_change():
     assert card_hours(2, start, end) == Decimal(8)
     assert card_hours(2, end, start) == Decimal(0)
     assert card_seconds_hours(9000) == Decimal("2.5")
+
+
+def test_the_stretches_over_a_limit_of_two_overlapping_holds_are_where_both_run():
+    # 3 cards [08, 12) and 2 cards [10, 14) with 4 usable: 5 held only in [10, 12).
+    holds = [(at(8), at(12), 3), (at(10), at(14), 2)]
+
+    assert spans_over(holds, at(0), at(24), 4) == [(at(10), at(12))]
+    assert overlaps_any([(at(10), at(12))], at(11), at(20))  # starts inside the stretch
+    assert not overlaps_any([(at(10), at(12))], at(12), at(20))  # starts as it ends: half-open
+    assert not overlaps_any([(at(10), at(12))], at(6), at(10))  # ends as it starts
+
+
+def test_stretches_that_touch_are_one():
+    # 5 cards [08, 10) then 5 cards [10, 12) over a limit of 4: one stretch [08, 12) (the end
+    # at 10:00 sorts before the start at 10:00; the level never drops to 4 or less).
+    holds = [(at(8), at(10), 5), (at(10), at(12), 5)]
+
+    assert spans_over(holds, at(0), at(24), 4) == [(at(8), at(12))]
+
+
+@given(
+    intervals=st.lists(interval, max_size=8),
+    window=st.tuples(st.integers(0, 90), st.integers(1, 40)),
+    limit=st.integers(0, 12),
+)
+def test_a_window_overlaps_a_stretch_over_the_limit_exactly_when_its_peak_is_over(
+    intervals, window, limit
+):
+    """The over-commit alert's one sweep (``spans_over`` + ``overlaps_any``) against the
+    minute-by-minute count of each window, inside the swept range [0, 130)."""
+    start, end = window[0], window[0] + window[1]
+    as_datetimes = [(minutes(s), minutes(e), c) for s, e, c in intervals]
+    stretches = spans_over(as_datetimes, minutes(0), minutes(130), limit)
+
+    assert overlaps_any(stretches, minutes(start), minutes(end)) == (
+        brute_force_peak(intervals, start, end) > limit
+    )

@@ -115,6 +115,29 @@ def test_a_pasted_config_nested_5000_deep_is_an_input_error_not_a_500(fleet, mem
     assert "the config.json is not valid JSON: nested deeper than 64 levels" in html
 
 
+def test_a_pasted_config_with_a_list_for_a_count_is_a_field_error_not_a_500(fleet, member_page):
+    """Found by hand (newcomer probe): ``"intermediate_size": [1, 2]`` reached the parameter
+    count, whose TypeError was the page's 500."""
+    config = {
+        "hidden_size": 4096,
+        "num_hidden_layers": 32,
+        "num_attention_heads": 32,
+        "num_key_value_heads": 8,
+        "intermediate_size": [1, 2],
+        "vocab_size": 128256,
+        "max_position_embeddings": 8192,
+    }
+    inputs = {**QWEN_72B, "model": "custom", "custom_model.config": json.dumps(config)}
+
+    response = _htmx(member_page, "/sizing/", inputs)
+
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert "Fix these inputs" in html
+    assert 'data-field="custom_model.config"' in html
+    assert "the config.json&#x27;s intermediate_size is [1, 2]: each must be a whole number" in html
+
+
 def test_a_context_above_the_models_maximum_is_an_error(fleet, member_page):
     response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "40000"})
 

@@ -718,3 +718,66 @@ def test_a_tp_that_does_not_divide_the_heads_or_ep_on_a_dense_model_is_a_field_e
     assert set(errors) == {"tp", "ep"}
     assert "does not divide" in errors["tp"] and "dense" in errors["ep"]
     assert set(stages.value.data["errors"]) == {"pp"}  # Llama-3-8B has 32 layers
+
+
+#: Llama-3-8B's config.json (meta-llama/Meta-Llama-3-8B), the keys the reader takes.
+LLAMA3_8B_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 4096,
+    "num_hidden_layers": 32,
+    "num_attention_heads": 32,
+    "num_key_value_heads": 8,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_position_embeddings": 8192,
+}
+
+
+@pytest.mark.parametrize(
+    ("override", "key", "given"),
+    [
+        ({"intermediate_size": [1, 2]}, "intermediate_size", "[1, 2]"),
+        ({"num_hidden_layers": "32"}, "num_hidden_layers", "'32'"),
+        ({"hidden_size": "4096"}, "hidden_size", "'4096'"),
+        ({"hidden_size": 4096.5}, "hidden_size", "4096.5"),
+        ({"vocab_size": True}, "vocab_size", "True"),
+        (
+            {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": "128"},
+            "qk_nope_head_dim",
+            "'128'",
+        ),
+        (
+            {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "q_lora_rank": {"x": 1}},
+            "q_lora_rank",
+            "{'x': 1}",
+        ),
+    ],
+)
+def test_a_config_json_count_that_is_not_a_whole_number_is_refused_by_its_key(override, key, given):
+    """Found by hand (newcomer probe of /sizing/): a pasted config.json whose count was a list
+    or a string reached the parameter count (``3 * hidden * [1, 2]``, ``"32" * layer``), whose
+    TypeError was the page's 500; a string hidden size was reported as a missing head_dim. The
+    config's one count rule names the key and what it holds, and nothing else is reported."""
+    config = {**LLAMA3_8B_CONFIG, **override}
+
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": config}})
+
+    assert caught.value.data["errors"] == {
+        "custom_model.config": f"the config.json's {key} is {given}: each must be a whole "
+        "number from 0 to 10,000,000,000,000"
+    }
+
+
+def test_a_config_json_with_zero_kv_heads_is_refused_not_read_as_multi_head():
+    """Found by hand (newcomer probe of /sizing/): ``"num_key_value_heads": 0`` was read as
+    absent and sized as 32 KV heads (4x Llama-3-8B's 8: four times the KV cache per token)."""
+    config = {**LLAMA3_8B_CONFIG, "num_key_value_heads": 0}
+
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": config}})
+
+    assert caught.value.data["errors"] == {
+        "custom_model.num_kv_heads": "num_kv_heads must be a positive integer, got 0"
+    }
