@@ -8,7 +8,10 @@ cards scraped with ``honorLabels: false``), the rest with the device's labels on
 order, every card with 31 steps; a 97th of them with a mean of exactly 30 % (read per step).
 ``device_summaries`` then runs ``BENCH_RUNS`` (5) times on freshly decoded answers; reported:
 CPU seconds per call (``time.process_time``: the machine's load changes it less than wall
-time), min and median, and the devices and per-step keys it returns.
+time), min and median, and the devices and per-step keys it returns. Beside it, the adapter's
+work around each answer: decoding the 7 (``json.loads``), searching their raw bytes for an
+escaped NUL (``\\u0000``, done on every answer), and cleaning the largest one as an answer
+holding a NUL is cleaned (rare: that answer only).
 
 Run: ``.venv/bin/python benchmarks/device_summaries.py``.
 """
@@ -79,13 +82,20 @@ def answer_texts(gpus: int) -> dict[tuple[str, str, int], str]:
 
 
 def main() -> None:
-    from scheduler_adapters.prometheus import device_summaries
+    from scheduler_adapters.prometheus import _without_nul, device_summaries
 
     texts = answer_texts(GPUS)
-    seconds, read = [], None
+    raws = [text.encode() for text in texts.values()]  # what the adapter's HTTP client holds
+    seconds, decoding, checks, read = [], [], [], None
     for _ in range(RUNS):
         gc.disable()
+        started = time.process_time()
+        nul = [b"\\" in raw and b"\\u0000" in raw for raw in raws]  # the adapter's (_get)
+        checks.append(time.process_time() - started)
+        assert not any(nul)
+        started = time.process_time()
         answers = {name: json.loads(text)["data"]["result"] for name, text in texts.items()}
+        decoding.append(time.process_time() - started)
         started = time.process_time()
         read = device_summaries(
             answers, windows=[WINDOW], end=END, step_s=STEP_S, min_coverage=0.9, near_pct=[30.0]
@@ -97,6 +107,17 @@ def main() -> None:
     print(f"device_summaries, {GPUS:,} GPUs, {RUNS} runs (load {load:.1f})")
     print(f"  CPU s per call: min {min(seconds):.3f}, median {statistics.median(seconds):.3f}")
     print(f"  devices {len(read.devices):,}, read per step {len(read.per_step):,}")
+    print(
+        f"  CPU s to decode the 7 answers: median {statistics.median(decoding):.3f};"
+        f" to search them for a NUL: median {statistics.median(checks):.4f}"
+    )
+    # the slow path, taken only by an answer with a NUL: the largest answer walked whole
+    gc.disable()
+    body = json.loads(texts[("prof", "series", WINDOW)])
+    started = time.process_time()
+    _without_nul(body)
+    print(f"  CPU s to clean one series answer holding a NUL: {time.process_time() - started:.3f}")
+    gc.enable()
 
 
 if __name__ == "__main__":

@@ -5,10 +5,21 @@ tests/integration/prometheus/test_idle_summary_equality.py.)"""
 
 from __future__ import annotations
 
+import re
+from datetime import UTC, datetime
+
+import httpx
 import pytest
 
 from scheduler_adapters.errors import UnexpectedResponse
-from scheduler_adapters.prometheus import device_summaries, namespace_selectors, summary_queries
+from scheduler_adapters.prometheus import (
+    GR_ENGINE_ACTIVE,
+    PrometheusAdapter,
+    device_summaries,
+    namespace_selectors,
+    summary_queries,
+    uuid_selector,
+)
 
 END = 1_800_000_000.0
 W = 1800  # 31 steps of 60 s
@@ -282,3 +293,70 @@ def test_several_values_of_one_device_in_a_reduction_keep_the_maximum():
     }
     (device,) = read(answers(**rows)).devices
     assert device.windows[W].util_peak == pytest.approx(5.0)
+
+
+def test_a_nul_in_a_devices_labels_is_read_as_the_replacement_character_over_http():
+    """Through the adapter's HTTP reading (Prometheus' JSON writes NUL as ``\\u0000``): a
+    device whose ``UUID``, ``namespace``, ``Hostname`` and ``pod`` hold a NUL is read with
+    U+FFFD there (PostgreSQL's text refuses NUL: one such series failed every team's scan),
+    the clean device beside it as it is; a device with a NUL read per step (two pods) is found
+    by its UUID with ``.`` for the NUL and keyed with U+FFFD like the rest."""
+    clean, dirty = card(), card("GPU-\x002", namespace="team-\x00b", Hostname="n\x002", pod="p\x00")
+    pods = [card("GPU-\x003", pod="p0"), card("GPU-\x003", pod="p1")]
+    rows = {
+        ("prof", "series", W): [row(31, **clean), row(31, **dirty)]
+        + [row(31, **labels) for labels in pods],
+        ("fb", "series", W): [row(31, **clean), row(31, **dirty)],
+        ("prof", "sum", W): [row(0.62, **clean), row(1.24, **dirty), row(31, **pods[0])],
+        ("prof", "max", W): [row(0.02, **clean), row(0.04, **dirty), row(1, **pods[0])],
+        ("fb", "max", W): [row(0, **clean), row(0, **dirty)],
+    }
+    names = {expr: name for name, expr in summary_queries([W], step_s=60, shift_ms=0).items()}
+    ranges = []
+
+    def reply(result, *, kind):
+        data = {"resultType": kind, "result": result}
+        return httpx.Response(200, json={"status": "success", "data": data})
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        query = request.url.params["query"]
+        if request.url.path == "/api/v1/query":
+            return reply(rows.get(names[query], []), kind="vector")
+        ranges.append(query)
+        steps = [[END - 60 * k, "1"] for k in range(31)]  # ratio 1: 100 %
+        # the UUID matcher as Prometheus reads it: a PromQL string, then an anchored regex
+        (matcher,) = set(re.findall(r'UUID=~"((?:[^"\\]|\\.)*)"', query)) or {None}
+        pattern = matcher and re.sub(r"\\(.)", r"\1", matcher)
+        result = [
+            {"metric": {"__name__": GR_ENGINE_ACTIVE, **labels}, "values": steps}
+            for labels in pods
+            if query.startswith('{__name__=~"DCGM_FI_PROF')
+            and pattern
+            and re.fullmatch(pattern, labels["UUID"])
+        ]
+        return reply(result, kind="matrix")
+
+    prom = PrometheusAdapter("http://prom.test:9090/", transport=httpx.MockTransport(answer))
+    devices = prom.gpu_usage_summary(
+        end=datetime.fromtimestamp(END, UTC), windows_s=[W], step_s=60, min_coverage=0.9
+    )
+
+    by_uuid = {device.uuid: device for device in devices}
+    assert set(by_uuid) == {"GPU-1", "GPU-\ufffd2", "GPU-\ufffd3"}
+    one, two, three = by_uuid["GPU-1"], by_uuid["GPU-\ufffd2"], by_uuid["GPU-\ufffd3"]
+    assert (one.namespace, one.hostname, one.pods) == ("team-a", "n1", ("p0",))
+    assert (two.namespace, two.hostname, two.pods) == ("team-\ufffdb", "n\ufffd2", ("p\ufffd",))
+    assert three.pods == ("p0", "p1")
+    # 31 steps of ratio 0.04 (4 %): 124 %·steps; ratio 1 on every step of the per-step device
+    assert two.stats(end=END, window_s=W, step_s=60).util_sum == pytest.approx(124.0)
+    assert three.stats(end=END, window_s=W, step_s=60).util_sum == pytest.approx(3100.0)
+    assert len(ranges) == 6  # 3 metrics x (UUID, uuid), for the one device read per step
+
+
+def test_a_uuid_selector_escapes_for_re2_then_promql_and_matches_a_nul_for_u_fffd():
+    # 'GPU-1"' : '-' escaped by the regex ('\-'), then that backslash and the quote by PromQL
+    assert uuid_selector("UUID", ["GPU-\ufffd2", 'GPU-1"', 'GPU-1"']) == (
+        'UUID=~"GPU\\\\-1\\"|GPU\\\\-.2"'
+    )
+    with pytest.raises(ValueError):
+        uuid_selector("uuid", [])

@@ -43,7 +43,6 @@ query that answers nothing still 1.0 s). Hence:
 from __future__ import annotations
 
 import gc
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable
@@ -105,7 +104,7 @@ from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
 from pools.tenancy.selectors import team_member_emails
 from scheduler_adapters.errors import SchedulerError
-from scheduler_adapters.prometheus import DeviceUsage
+from scheduler_adapters.prometheus import DeviceUsage, uuid_selector
 
 STEP_S = 60
 UNDO_WINDOW = timedelta(days=1)
@@ -648,9 +647,6 @@ class _Sparklines:
         uuids = sorted({d.uuid for d in mine if d.util_source})
         if not uuids:
             return []
-        # RE2 in a PromQL string: the regex's backslashes and any quote escaped once more
-        alternation = "|".join(re.escape(u) for u in uuids)
-        alternation = alternation.replace("\\", "\\\\").replace('"', '\\"')
         keys = {d.key for d in mine}
         devices: list[DeviceUsage] = []
         for label in ("UUID", "uuid"):
@@ -658,7 +654,7 @@ class _Sparklines:
                 start=self.now - self.longest,
                 end=self.now,
                 step_s=t.step_s,
-                selector=f'{label}=~"{alternation}"',
+                selector=uuid_selector(label, uuids),
             )
             devices += [d for d in found if d.key in keys]
         return utilisation_sparkline(devices, end=self.now.timestamp(), t=t)

@@ -12,6 +12,7 @@ import re
 from collections import Counter
 from datetime import timedelta
 
+import httpx
 import pytest
 from django.core import mail
 from django.db import connection
@@ -34,7 +35,12 @@ from pools.reclamation.models import (
 )
 from pools.reclamation.services.scan import idle_finding_dismiss, idle_scan, reclamation_undo
 from pools.tenancy.models import Membership, Team
-from scheduler_adapters.prometheus import DeviceUsage, Sample
+from scheduler_adapters.prometheus import (
+    DeviceUsage,
+    PrometheusAdapter,
+    Sample,
+    summary_queries,
+)
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
 pytestmark = pytest.mark.django_db
@@ -646,3 +652,50 @@ def test_mig_card_without_series_is_unknown(world, django_capture_on_commit_call
     report = scan(T0, devices, django_capture_on_commit_callbacks)
     assert (report.unknown, report.idle) == (0, 1)
     assert IdleFinding.objects.get().card_count == 2
+
+
+def test_a_nul_in_one_devices_labels_leaves_the_scan_whole(
+    world, django_capture_on_commit_callbacks
+):
+    """Through the real adapter's HTTP reading (Prometheus' JSON, NUL as ``\\u0000``): the
+    team's second card's ``UUID`` and ``pod`` hold a NUL, which PostgreSQL's jsonb refuses.
+    The scan completes, the finding is written with both cards, the bad UUID read as U+FFFD
+    (the series readers' rule), and a third team's device with a NUL namespace changes nothing."""
+    now = T0 - timedelta(seconds=T0.second)  # on a minute: the summary's steps end at ``now``
+    good = {"UUID": "GPU-1", "Hostname": "k8s-n1", "gpu": "0", "namespace": "team-nlp", "pod": "p"}
+    bad = good | {"UUID": "GPU-\x002", "gpu": "1", "pod": "p\x00"}
+    other = good | {"UUID": "GPU-3", "gpu": "2", "namespace": "team-\x00x"}
+
+    def row(labels, value):
+        return {"metric": labels, "value": [now.timestamp(), str(value)]}
+
+    # 31 steps of ratio 0.01, 0.02 and 0.5: means 1 %, 2 % and 50 %; framebuffer 0 MiB
+    everyone = [(good, 0.01), (bad, 0.02), (other, 0.5)]
+    rows = {
+        ("prof", "series", 1800): [row(labels, 31) for labels, _ in everyone],
+        ("fb", "series", 1800): [row(labels, 31) for labels, _ in everyone],
+        ("prof", "sum", 1800): [row(labels, 31 * ratio) for labels, ratio in everyone],
+        ("prof", "max", 1800): [row(labels, ratio) for labels, ratio in everyone],
+        ("fb", "max", 1800): [row(labels, 0) for labels, _ in everyone],
+    }
+    names = {e: n for n, e in summary_queries([1800], step_s=60, shift_ms=0).items()}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        query = request.url.params["query"]
+        instant = request.url.path == "/api/v1/query"
+        data = {
+            "resultType": "vector" if instant else "matrix",
+            "result": rows.get(names.get(query), []) if instant else [],
+        }
+        return httpx.Response(200, json={"status": "success", "data": data})
+
+    prom = PrometheusAdapter("http://prom.test:9090/", transport=httpx.MockTransport(answer))
+    with django_capture_on_commit_callbacks(execute=True):
+        report = idle_scan(now=now, metrics=prom)
+
+    assert (report.error, report.busy, report.idle, report.unknown) == (None, 0, 1, 0)
+    finding = IdleFinding.objects.get()
+    assert (finding.card_count, str(finding.mean_util_pct)) == (2, "1.50")
+    (evaluation,) = IdleGroupEvaluation.objects.all()
+    cards = sorted(card["uuid"] for card in evaluation.detail["cards"])
+    assert cards == ["GPU-1", "GPU-\ufffd2"]
