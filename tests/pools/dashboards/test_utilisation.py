@@ -231,10 +231,12 @@ def admin(django_user_model) -> Client:
 
 
 @pytest.fixture
-def prometheus(monkeypatch):
-    """Point the dashboard at a FakePrometheus instead of settings.PROMETHEUS_URL."""
+def prometheus(monkeypatch, settings):
+    """Point the dashboard at a FakePrometheus standing for a configured PROMETHEUS_URL (set:
+    with none configured anywhere the page reads no GPU)."""
 
     def use(fake: FakePrometheus) -> FakePrometheus:
+        settings.PROMETHEUS_URL = "http://prometheus.example.org:9090"
         monkeypatch.setattr(utilisation, "dashboard_metrics", lambda url=None: fake)
         return fake
 
@@ -428,3 +430,12 @@ def test_a_host_name_two_clusters_share_is_read_by_uuid_only(fleet):
     assert twin.pk not in reading.by_gpu
     assert in_use(reading, "infer", "l40s") == (3, 7, 8)
     assert in_use(reading, "other", "l40s") == (0, 0, 1)
+
+
+def test_with_no_prometheus_anywhere_no_gpu_is_read(fleet, django_assert_num_queries):
+    """No PROMETHEUS_URL and no cluster's own: one query (is any cluster's set?), not the
+    fleet's GPUs (100,800 rows were ~1 s of the admin dashboard at fleet scale)."""
+    with django_assert_num_queries(1) as queries:
+        off = utilisation.utilisation_now(filters=ALL, now=NOW)
+    assert off.error == utilisation.NOT_CONFIGURED
+    assert "pools_cluster" in queries[0]["sql"] and "pools_gpu" not in queries[0]["sql"]
