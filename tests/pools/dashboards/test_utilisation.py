@@ -439,3 +439,22 @@ def test_with_no_prometheus_anywhere_no_gpu_is_read(fleet, django_assert_num_que
         off = utilisation.utilisation_now(filters=ALL, now=NOW)
     assert off.error == utilisation.NOT_CONFIGURED
     assert "pools_cluster" in queries[0]["sql"] and "pools_gpu" not in queries[0]["sql"]
+
+
+def test_in_use_now_is_kept_whole_per_inventory_generation(
+    fleet, prometheus, outside_a_transaction, django_assert_num_queries
+):
+    """Read as a page reads: the second view within IN_USE_CACHE_S reads no GPU row (the
+    inventory generation only); an inventory write (a new generation) reads afresh."""
+    prometheus(FakePrometheus(series=fleet_series()))
+    first = utilisation.utilisation_now(filters=ALL, now=NOW)
+    with django_assert_num_queries(1) as queries:  # the generation (PROMETHEUS_URL is set)
+        again = utilisation.utilisation_now(filters=ALL, now=NOW)
+    assert not any("pools_gpu" in q["sql"] for q in queries.captured_queries)
+    assert in_use(again, "infer", "l40s") == in_use(first, "infer", "l40s")
+
+    GpuFactory(node=NodeFactory(hostname="gpu-c", pool=fleet["infer"]), index=0,
+               gpu_model=GpuModel.objects.get(slug="l40s"), uuid="GPU-c-0")  # fmt: skip
+    after = utilisation.utilisation_now(filters=ALL, now=NOW)
+    # one more L40S card in the pool, without a reading: total 8 -> 9
+    assert in_use(after, "infer", "l40s")[2] == in_use(first, "infer", "l40s")[2] + 1
