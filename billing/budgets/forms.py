@@ -12,6 +12,7 @@ from django.forms.models import fields_for_model, model_to_dict
 
 from billing.budgets.models import STORAGE_ERRORS, Budget
 from billing.budgets.services import FIELDS
+from pools.web.widgets import IsoDateInput
 
 HELP = {
     "team": "One team — or leave it empty and give a cost centre.",
@@ -41,8 +42,7 @@ class BudgetForm(forms.Form):
             fields_for_model(
                 Budget,
                 fields=FIELDS,
-                # an <input type="date"> reads only yyyy-mm-dd, not the site's en-gb dates
-                widgets={"starts_on": forms.DateInput(attrs={"type": "date"}, format="%Y-%m-%d")},
+                widgets={"starts_on": IsoDateInput()},
                 help_texts=HELP,
                 labels=LABELS,
             )

@@ -11,6 +11,7 @@ from django import forms
 from billing.conf import billing_zone
 from billing.pricing import local_midnight
 from pools.common.validators import date_range_validator
+from pools.web.widgets import IsoDateInput
 
 ORDERINGS = {
     "-cost": "Costliest first",
@@ -29,10 +30,10 @@ class TokenFlowFilterForm(forms.Form):
     # refusal's (pools.web.pages.filter_refusal names a field by its label).
     since = forms.DateField(required=False, validators=[date_range_validator],
                             label="First call from",
-                            widget=forms.DateInput(attrs={"type": "date"}))  # fmt: skip
+                            widget=IsoDateInput())  # fmt: skip
     until = forms.DateField(required=False, validators=[date_range_validator],
                             label="First call until",
-                            widget=forms.DateInput(attrs={"type": "date"}))  # fmt: skip
+                            widget=IsoDateInput())  # fmt: skip
     ordering = forms.ChoiceField(required=False, choices=list(ORDERINGS.items()), label="Order")
 
     def __init__(self, *args, models: list[str], today, **kwargs):
