@@ -680,6 +680,9 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
             f"only {check.free} of {option.usable} {option.model.name} cards in "
             f"{option.pool_name} are free for the whole window: {held} held at the peak "
             f"by {len(teams)} team{'s' if len(teams) != 1 else ''}"
+            if held
+            else f"all {option.usable} {option.model.name} cards in {option.pool_name} are "
+            f"free for the whole window, fewer than the {ask.cards} asked"
         )
         if away:
             text += f" and maintenance windows ({away} cards away for maintenance"

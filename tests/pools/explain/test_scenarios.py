@@ -344,3 +344,19 @@ def test_a_maintenance_window_counts_as_cards_away_in_the_explanation(
     assert [(r["maintenance_window"], r["allocation"], r["cards"]) for r in rows] == [
         (window.pk, None, 16)
     ]
+
+
+def test_more_cards_than_the_pool_has_says_all_are_free_and_too_few(api_as, bob, fleet):
+    """1,000 A100 a week after every allocation has ended: nothing is held, all 48 usable are
+    free and still fewer than asked — said so, not "only 48 of 48 … held by 0 teams"."""
+    start = fleet["start"] + timedelta(days=6)
+    data = api_as(bob).post(URL, body(start, card_count=1000), format="json").json()
+
+    (reason,) = [r for r in data["why_not"] if r["code"] == "free_cards"]
+    assert (reason["data"]["free"], reason["data"]["usable"], reason["data"]["held_peak"]) == (
+        48, 48, 0,
+    )  # fmt: skip
+    assert reason["text"].startswith(
+        "all 48 A100 SXM4 80GB cards in Training are free for the whole window, fewer than the "
+        "1000 asked"
+    )
