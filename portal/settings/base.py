@@ -424,6 +424,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pools.dashboards.tasks.stranded_snapshot_task",
         "schedule": 10 * 60,
     },
+    # The dashboard's utilisation from Prometheus, while someone looks at it
+    # (pools.dashboards.utilisation_store.REFRESH_EVERY).
+    "dashboard-utilisation": {
+        "task": "pools.dashboards.tasks.utilisation_refresh_task",
+        "schedule": 2 * 60,
+    },
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
     # Waiting work: read every minute, only while someone looks (pools.waiting.services).
