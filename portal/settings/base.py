@@ -499,7 +499,8 @@ INVENTORY_OVERCOMMIT_CHECK = "pools.capacity.overcommit.overcommitted_windows"
 # Prometheus with dcgm-exporter metrics for the idle scan; empty: the scan reports it and stops.
 PROMETHEUS_URL = env.str("PROMETHEUS_URL", default="")
 PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)
-# The capacity dashboard waits on Prometheus for its "in use" column: a short limit per query.
+# The capacity dashboard's utilisation task (pools.dashboards.utilisation_store): a short limit
+# per query, so a hung Prometheus delays the next reading by seconds, never a page.
 PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", default=5.0)
 # Storage (GB-months) and egress (GB) charges per team from Prometheus (issue 35): PromQL of
 # bytes held per namespace and a selector of byte counters per namespace; "" reads that charge
