@@ -9,11 +9,6 @@ records). Prints the p50 render time and the SQL query count of the admin dashbo
 
     DATABASE_URL=postgres://postgres@127.0.0.1:5432/gpp_bench python benchmarks/dashboards.py
 
-``BENCH_PROMETHEUS_URL=http://127.0.0.1:9090`` sets ``PROMETHEUS_URL``: the utilisation
-task reads the fleet's cards and the 24 h chart first (its time printed: the worker's, not a
-page's), then the pages are timed with the stored readings, the chart and the heatmap coloured
-by utilisation too; no page asks Prometheus.
-
 ``BENCH_SCREENSHOTS=<dir>`` also serves the generated fleet on a live server and saves
 full-page screenshots of both dashboards (headless Debian chromium, 1400 px wide) into it.
 """
@@ -44,7 +39,6 @@ NODES, GPUS_PER_NODE, TEAMS = 2000, 8, 100
 USAGE_DAYS = int(os.environ.get("BENCH_USAGE_DAYS", 365))
 RUNS = int(os.environ.get("BENCH_RUNS", 15))
 SCREENSHOTS = os.environ.get("BENCH_SCREENSHOTS", "")
-PROMETHEUS = os.environ.get("BENCH_PROMETHEUS_URL", "")
 
 
 def main() -> None:
@@ -177,12 +171,6 @@ def run() -> None:
         ("admin dashboard filtered to a pool", admin, "/dashboard/?pool=pool-1", 300),
         ("team dashboard", team_client, f"/teams/{slug}/dashboard/", 150),
     ]
-    if PROMETHEUS:
-        cases[3:3] = [
-            ("utilisation chart fragment (24 h)", admin, "/dashboard/?part=utilisation", 300),
-            ("heatmap coloured by utilisation", admin, "/dashboard/?part=heatmap&heat=util", 300),
-        ]
-        read_utilisation(PROMETHEUS)
     print(f"{'page':40} {'p50 ms':>8} {'max ms':>8} {'queries':>8} {'target':>7}")
     for name, client, url, target in cases:
         client.get(url)  # warm caches
@@ -207,20 +195,6 @@ def run() -> None:
                 ("bench-team-dashboard", "team", f"/teams/{slug}/dashboard/"),
             ],
         )
-
-
-def read_utilisation(url: str) -> None:
-    """Point the portal at the Prometheus of ``url`` and run the utilisation task's reads, as
-    beat does, printing how long each took (worker time)."""
-    from django.conf import settings
-
-    from pools.dashboards.utilisation_store import utilisation_refresh
-
-    settings.PROMETHEUS_URL = url
-    for part in ("cards", "24h"):
-        t0 = time.perf_counter()
-        done = utilisation_refresh(part=part)
-        print(f"utilisation task, {part}: {(time.perf_counter() - t0) * 1000:.0f} ms {done}")
 
 
 def screenshots(out: Path, clients: dict, pages: list[tuple[str, str, str]]) -> None:
