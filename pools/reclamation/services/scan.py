@@ -46,6 +46,7 @@ import gc
 import time
 from collections import defaultdict
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -153,20 +154,29 @@ def policy_thresholds(policy: ReclamationPolicy) -> Thresholds:
     )
 
 
-def devices_on_inventory(devices: list[DeviceUsage]) -> list[DeviceUsage]:
-    """Each series placed on the card the inventory holds under its GPU UUID.
+def gpu_places() -> dict[str, tuple[str, str]]:
+    """Where the inventory holds each card with a UUID: ``{uuid: (node hostname, index)}``
+    (the index as text, as dcgm-exporter's ``gpu`` label), for :func:`devices_on_inventory`."""
+    return {
+        uuid: (hostname, str(index))
+        for uuid, hostname, index in Gpu.objects.filter(uuid__isnull=False).values_list(
+            "uuid", "node__hostname", "index"
+        )
+    }
+
+
+def devices_on_inventory(
+    devices: list[DeviceUsage], places: dict[str, tuple[str, str]] | None = None
+) -> list[DeviceUsage]:
+    """Each series placed on the card the inventory holds under its GPU UUID (``places``:
+    :func:`gpu_places`, read here when not given).
 
     dcgm-exporter's ``Hostname`` is the exporter pod's name unless it runs with host networking
     or ``NODE_NAME`` (it changes on every exporter rollout), and ``gpu`` is only a node-local
     index, so ``hostname`` and ``gpu`` become the inventory node's name and the card's index.
     A UUID the inventory does not hold keeps the exporter's labels (matched by host as before).
     """
-    where = {
-        uuid: (hostname, str(index))
-        for uuid, hostname, index in Gpu.objects.filter(uuid__isnull=False).values_list(
-            "uuid", "node__hostname", "index"
-        )
-    }
+    where = gpu_places() if places is None else places
     placed = []
     for device in devices:
         spot = where.get(device.uuid)
@@ -241,15 +251,20 @@ def idle_scan(
     report.allocations = len(allocations)
     if not allocations:
         return report
-    try:
-        devices = _usage_summary(metrics, policies, now)
-    except SchedulerError as exc:
-        report.error = f"Prometheus unavailable, nothing changed: {exc}"
-        report.seconds = time.monotonic() - started
-        return report
-    devices = devices_on_inventory(devices)
+    # Prometheus reduces the window while this thread reads what the verdicts need from the
+    # database: the two overlap instead of adding up (benchmarks/reclamation.py)
+    with ThreadPoolExecutor(max_workers=1) as background:
+        summary = background.submit(_usage_summary, metrics, policies, now)
+        facts = _ScanFacts.read(policies, allocations, now)
+        try:
+            devices = summary.result()
+        except SchedulerError as exc:
+            report.error = f"Prometheus unavailable, nothing changed: {exc}"
+            report.seconds = time.monotonic() - started
+            return report
+    devices = devices_on_inventory(devices, facts.places)
     report.devices = len(devices)
-    _judge_frozen(policies, allocations, devices, metrics, now, slurm_adapter, report)
+    _judge_frozen(policies, allocations, facts, devices, metrics, now, slurm_adapter, report)
     report.seconds = time.monotonic() - started
     return report
 
@@ -261,6 +276,22 @@ def _scan_policies(pool_ids: Iterable[int] | None) -> dict[int, ReclamationPolic
     if pool_ids is not None:
         chosen = chosen.filter(pool_id__in=list(pool_ids))
     return {p.pool_id: p for p in chosen}
+
+
+@dataclass(frozen=True)
+class _ScanFacts:
+    """What the scan reads from the database besides the allocations, none of it from
+    Prometheus: where the inventory holds each card (:func:`gpu_places`), each policy pool's
+    hostnames (:func:`_pool_hosts`), and the allocations' open findings and recent dismissals
+    (:func:`_findings_of`)."""
+
+    places: dict[str, tuple[str, str]]
+    hosts: dict[int, set[str]]
+    findings: tuple[dict[int, IdleFinding], set[int]]
+
+    @classmethod
+    def read(cls, policies, allocations, now: datetime) -> _ScanFacts:
+        return cls(gpu_places(), _pool_hosts(policies), _findings_of(allocations, now))
 
 
 def _usage_summary(
@@ -284,6 +315,7 @@ def _usage_summary(
 def _judge_frozen(
     policies: dict[int, ReclamationPolicy],
     allocations: list[Allocation],
+    facts: _ScanFacts,
     devices: list[DeviceUsage],
     metrics: Any,
     now: datetime,
@@ -299,7 +331,7 @@ def _judge_frozen(
     gc.freeze()
     try:
         sparklines = _Sparklines(metrics, now, timedelta(minutes=longest))
-        _judge(policies, allocations, devices, now, slurm_adapter, sparklines, report)
+        _judge(policies, allocations, facts, devices, now, slurm_adapter, sparklines, report)
     except SchedulerError as exc:  # the sparklines' queries, after the summary was read
         report.error = f"Prometheus unavailable while reading sparklines: {exc}"
     finally:
@@ -341,17 +373,16 @@ def _allocations_to_judge(
 
 
 def _judge(
-    policies, allocations, devices, now, slurm_adapter, sparklines, report: ScanReport
+    policies, allocations, facts, devices, now, slurm_adapter, sparklines, report: ScanReport
 ) -> None:
     """Evaluate every (team, pool[, model]) group and record each allocation's verdict:
     every group evaluated first (:func:`_evaluate`), then the idle groups' sparklines are
     limited to their namespaces, then each group is acted on (:func:`_group_act`); last, the
     evaluations no finding refers to any more are deleted."""
-    hosts = _pool_hosts(policies)
+    hosts = facts.hosts
     groups = _groups_of(allocations)
     slurm = _SlurmView(policies, groups, hosts, devices, now, slurm_adapter, report)
     by_namespace = devices_by_namespace(devices)
-    open_findings, dismissed = _findings_of(allocations, now)
     judged = [
         (
             members,
@@ -373,7 +404,7 @@ def _judge(
             group,
             mine,
             shares,
-            findings=(open_findings, dismissed),
+            findings=facts.findings,
             by_namespace=by_namespace,
             sparklines=sparklines,
             now=now,
