@@ -38,9 +38,9 @@ COMMIT, ORM), and the garbage collector's pauses. Prometheus is stopped and its 
 
 Target: a scan under 10 s with a number of PromQL queries that does not grow with the fleet.
 Run: ``.venv/bin/python benchmarks/reclamation.py`` (PostgreSQL on 127.0.0.1:5432, Debian's
-``prometheus``/``promtool``); ``BENCH_NODES`` (a multiple of 200) makes a smaller fleet,
-``BENCH_PROFILE=1`` prints a cProfile of one scan, ``BENCH_PROM_TIMEOUT_S`` (30) is the adapter's
-timeout per request.
+``prometheus``/``promtool``); ``BENCH_NODES`` (a multiple of 200) sets the fleet's size
+(``make bench`` runs 2,000 and 12,600: 16,000 and 100,800 GPUs), ``BENCH_PROFILE=1`` prints a
+cProfile of one scan, ``BENCH_PROM_TIMEOUT_S`` (30) is the adapter's timeout per request.
 """
 
 from __future__ import annotations

@@ -64,8 +64,24 @@ and the predicted rate imply (:func:`request_flops`: the FLOPs the estimator cou
 request) and their share of the card's dense tensor peak at the run's precision - which rows the
 model thinks compute bound, and how far from its peak each really ran.
 
+**Implied batch** (``--implied-batch``): per saturated row, the batch the estimator admits, the
+fewest sequences at which its steady rate reaches the measured one (:func:`implied_batch`), and
+the KV memory per card of each - how far a row's error could be the KV budget. Llama 4
+Maverick FP8 on eight 80 GB H100 (issue 34): the published rates need 102-266 sequences, 5.0-7.8
+GiB of KV per card, where the model leaves 26.5 GiB and admits 420-1,155; on eight H200 they
+need 32-58 GiB of the 81.1 modelled. A reservation the engine makes besides the weights would
+take the same GiB on both cards; these gaps (19-22 GiB on H100, 26-49 on H200 at the same
+length pairs) do not, and the
+ones trtllm-bench's own limits imply are small: its ``max_num_tokens`` for these cells is
+2,048-5,632 tokens per rank, whose profiling pass (``KvCacheCreator.estimate_max_tokens``,
+NVIDIA/TensorRT-LLM ``tensorrt_llm/_torch/pyexecutor/_util.py`` @d8ae02caed59708512e5aa578a09
+bb09f365bfed: KV = fraction x (total - peak of that pass, NCCL and CUDA graphs included)) sizes
+activations of well under the 3 GiB the model reserves. Scored with attention DP the gaps are
+5-8 GiB (H100) and 23-43 GiB (H200) at those pairs: not a memory term either.
+
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
-[--hard-roofline] [--attention-dp] [--achieved]``; exit status 0 when the targets hold, else 1.
+[--hard-roofline] [--attention-dp] [--achieved] [--implied-batch]``; exit status 0 when the
+targets hold, else 1.
 """
 
 from __future__ import annotations
@@ -711,6 +727,67 @@ def print_achieved(cases: list[dict]) -> None:
         )
 
 
+def implied_batch(case: dict, engines: dict[str, EngineProfile] | None) -> int | None:
+    """The fewest sequences in flight at which the estimator's steady rate for ``case``'s request
+    reaches the measured output tok/s (bisection over concurrency 1 ... the admitted batch, the
+    rate rising with the batch), or ``None`` when even the admitted batch falls short or the row
+    has no throughput estimate. Set beside the admitted batch it says how much of a row's error
+    the KV memory could carry: Llama 4 Maverick FP8 on eight 80 GB H100 at 128 / 2,048 admits
+    1,062 sequences and reaches the published 10,829 tok/s at 239 (its cross-validation fold) -
+    the KV of 6.0 of the 26.5 GiB per card the model leaves for it."""
+    estimate = case["estimate"]
+    if estimate.throughput is None or not case["measured"]:
+        return None
+
+    def rate(concurrency: int) -> float:
+        fields = {**case["request"], "concurrency": concurrency, "request_rate": None}
+        return _estimate(fields, engines).output_tok_s_total or 0.0
+
+    low, high = 1, max(1, math.floor(estimate.throughput.batch))
+    if rate(high) < case["measured"]:
+        return None
+    if rate(low) >= case["measured"]:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if rate(middle) < case["measured"]:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def print_implied_batch(cases: list[dict]) -> None:
+    """``--implied-batch``: per saturated row (no stated load), the batch the estimator admits
+    and the one that would give the measured rate (:func:`implied_batch`, with the row's fold),
+    and the KV memory per card of each against the budget the model leaves
+    (``MemoryEstimate.kv_budget_bytes_per_gpu``), GiB."""
+    print()
+    print(
+        f"{'model':<16} {'gpu':<10} {'tp':>2} {'in/out':>11} {'err %':>7} {'admitted':>8} "
+        f"{'implied':>8} {'KV budget GiB':>13} {'implied KV GiB':>14}"
+    )
+    for case in cases:
+        request = case["request"]
+        if case["load"] != "throughput" or request["concurrency"] or request["request_rate"]:
+            continue
+        memory = case["estimate"].memory
+        implied = implied_batch(case, FOLDS.get(case["source"]))
+        admitted = case["estimate"].throughput.batch if case["estimate"].throughput else None
+        # The busiest card holds its attention DP rank's share of the sequences.
+        implied_kv = None
+        if implied is not None:
+            on_card = -(-implied // memory.dp_attention)
+            implied_kv = on_card * memory.kv_bytes_per_sequence_per_gpu / 2**30
+        lengths = f"{request['input_len']}/{request['output_len']}"
+        print(
+            f"{request['model'][:16]:<16} {request['gpu'][:10]:<10} {request['tp']:>2} "
+            f"{lengths:>11} {_num(case['error'], 7, 1)} {_num(admitted, 8)} {_num(implied, 8)} "
+            f"{memory.kv_budget_bytes_per_gpu / 2**30:>13.1f} "
+            f"{_num(implied_kv, 14, 1)}"
+        )
+
+
 def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float, float]]:
     """(regime, rows, median |error| %, P90 |error| %, P10 ratio, P90 ratio) for ``all``, every
     load, load + precision and load + precision + generation present in ``cases``."""
@@ -740,7 +817,12 @@ def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float,
 
 
 def run(
-    datasets: list[Path], *, write_bands: bool = False, quiet: bool = False, achieved: bool = False
+    datasets: list[Path],
+    *,
+    write_bands: bool = False,
+    quiet: bool = False,
+    achieved: bool = False,
+    implied: bool = False,
 ) -> int:
     """Cross-validate on ``datasets`` and print the rows and the table; return 0 when the
     targets hold (median <= 12 %, P90 <= 30 % overall, no regime median above 25 %), else 1.
@@ -826,6 +908,8 @@ def run(
         print(f"  source {name}: median {statistics.median(errors):.1f} % over {len(errors)} rows")
     if achieved:
         print_achieved(cases)
+    if implied:
+        print_implied_batch(cases)
     if write_bands:
         bands = {
             "note": "Written by benchmarks/sizing.py --write-bands from its leave-one-source-out "
@@ -886,6 +970,12 @@ def main() -> int:
         help="print each saturated row's TFLOP/s per card, measured and predicted, and its "
         "share of the card's tensor peak",
     )
+    parser.add_argument(
+        "--implied-batch",
+        action="store_true",
+        help="print each saturated row's admitted batch, the batch that would give the measured "
+        "rate, and the KV memory per card of each",
+    )
     args = parser.parse_args()
     if args.attention_dp:
         if args.write_bands:
@@ -900,6 +990,7 @@ def main() -> int:
         write_bands=args.write_bands,
         quiet=args.quiet,
         achieved=args.achieved,
+        implied=args.implied_batch,
     )
 
 
