@@ -5,9 +5,10 @@ They join inventory and allocations (``pools.dashboards.capacity``) with costs
 (``billing.dashboards.costs``), so
 they live on the billing floor, the lowest that may read both. One URL answers with the page,
 the htmx fragment (``HX-Request``: the 60-second refresh and the filters), a part loaded after
-the page (``?part=heatmap``, ``?part=utilisation``: the chart from Prometheus, so the page never
-waits on a range query) or a table as CSV (``?export=<table>``). The query count does not grow
-with the fleet; Prometheus gets a fixed number of queries (``pools.dashboards.utilisation``).
+the page (``?part=heatmap``, ``?part=utilisation``: the chart) or a table as CSV
+(``?export=<table>``). The query count does not grow with the fleet. No request asks
+Prometheus: what it says is read by a task and shown with its age
+(``pools.dashboards.utilisation_store``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from billing.rate_periods import RatePeriod, rate_periods_or_unpriced
 from pools.clusters.selectors import cluster_list
 from pools.common.choices import IdleFindingState
 from pools.dashboards import capacity as dashboard
-from pools.dashboards import utilisation
+from pools.dashboards import utilisation, utilisation_store
 from pools.dashboards.forms import DashboardFilterForm
 from pools.dashboards.stranded import stranded_for_dashboard
 from pools.elastic.selectors import borrowed_cards_by_pool
@@ -253,15 +254,16 @@ def _utilisation_chart(history: utilisation.UtilisationHistory) -> dict:
 
 
 def _utilisation_part(request, filters, now):
-    """The utilisation chart (``?part=utilisation&range=24h|7d|30d``), its error or its
-    emptiness said in the fragment; answers 200 whatever Prometheus does."""
+    """The utilisation chart (``?part=utilisation&range=24h|7d|30d``) from the stored reading,
+    its error, its emptiness or "being read" said in the fragment; answers 200 whatever
+    Prometheus does."""
     range_key = request.GET.get("range", utilisation.DEFAULT_RANGE)
-    history = utilisation.utilisation_history(filters=filters, now=now, range_key=range_key)
+    history = utilisation_store.history_stored(filters=filters, now=now, range_key=range_key)
     response = render(
         request,
         "dashboard/admin.html#utilisation",
         {"history": history, "ranges": utilisation.RANGES.values(),
-         "range": history.range.key, "chart": _utilisation_chart(history)},
+         "range": history.range.key, "chart": _utilisation_chart(history), "now": now},
     )  # fmt: skip
     patch_vary_headers(response, ["HX-Request"])
     return response
@@ -320,16 +322,16 @@ def _heatmap_part(request, filters, now, heat):
         page = int(request.GET.get("page", 1))
     except ValueError:
         page = 1
-    if request.GET.get("export") == "heatmap":  # every node, not the page shown
-        nodes, _ = dashboard.node_heatmap(filters=filters, now=now, page=None)
-        if heat == "util":
-            nodes, _ = utilisation.heatmap_utilisation(rows=nodes, now=now)
+    export = request.GET.get("export") == "heatmap"  # every node, not the page shown
+    nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=None if export else page)
+    heat_error, reading = None, None
+    if heat == "util":
+        reading = utilisation_store.cards_stored(now=now, per_card=True)  # None: being read
+        if reading is not None:
+            nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, reading=reading)
+    if export:
         cells = ((r, c) for r in nodes for c in r.cells)
         return csv_response(cells, HEATMAP_COLUMNS, "dashboard-gpus.csv")
-    nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=page)
-    heat_error = None
-    if heat == "util":
-        nodes, heat_error = utilisation.heatmap_utilisation(rows=nodes, now=now)
     query = request.GET.copy()
     query.pop("page", None)
     response = render(
@@ -337,7 +339,9 @@ def _heatmap_part(request, filters, now, heat):
         "dashboard/admin.html#heatmap",
         {"heat": nodes, "page": min(max(page, 1), pages), "pages": pages,
          "query": query.urlencode(), "colour": heat, "heat_error": heat_error,
-         "heat_warn": heat_error not in (None, utilisation.NOT_CONFIGURED)},
+         "heat_warn": heat_error not in (None, utilisation.NOT_CONFIGURED),
+         "heat_pending": heat == "util" and reading is None,
+         "heat_read_at": reading.computed_at if reading is not None else None, "now": now},
     )  # fmt: skip
     patch_vary_headers(response, ["HX-Request"])
     return response
@@ -354,14 +358,14 @@ def _top_cost(filters, now) -> tuple:
 
 
 def _load_board(filters, now, export) -> _Board:
-    """Everything but the stranded capacity; Prometheus is asked for cards in use only for
-    the page and the capacity and serving exports."""
+    """Everything but the stranded capacity; the stored cards in use are read only for the
+    page and the capacity and serving exports."""
     names = dashboard.pool_model_names()  # the plan's, the table's and the forecast's
     plan = dashboard.allocation_plan(filters=filters, now=now, names=names)
     rows = dashboard.capacity_rows(filters=filters, now=now, plan=plan, names=names)
     in_use = utilisation.UtilisationNow(now=now, error="not read for this export")
     if export not in _NO_IN_USE_EXPORTS:
-        in_use = utilisation.utilisation_now(filters=filters, now=now)  # the page and capacity
+        in_use = utilisation_store.in_use_stored(filters=filters, now=now)  # page, capacity
         utilisation.apply_in_use(rows, in_use)
     usable = {(r.pool_slug, r.gpu_model_slug): r.usable for r in rows}
     days = dashboard.plan_days(now)
@@ -458,7 +462,7 @@ def _totals(board: _Board, borrowed) -> dict:
         "allocated": sum(r.allocated for r in rows),
         "free": sum(r.free for r in rows),
         "usable": sum(r.usable for r in rows),
-        "in_use": None if in_use.error else sum(c.busy for c in in_use.rows.values()),
+        "in_use": sum(c.busy for c in in_use.rows.values()) if in_use.known else None,
         "in_use_reporting": sum(c.reporting for c in in_use.rows.values()),
         "borrowed": sum(cards for _, cards in borrowed),
     }

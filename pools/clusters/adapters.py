@@ -182,8 +182,9 @@ def metrics_adapter(
 
 def dashboard_metrics(url: str | None = None) -> PrometheusAdapter | None:
     """The Prometheus of ``url`` (default ``settings.PROMETHEUS_URL``) with the short timeouts
-    a page can wait on: ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` seconds per query (default 5 s), at
-    most 2 s to connect; ``None`` without a URL."""
+    of the dashboard's utilisation reads (a task: a Prometheus that hangs delays the next
+    reading, not a page): ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` seconds per query (default 5 s),
+    at most 2 s to connect; ``None`` without a URL."""
     url = url or settings.PROMETHEUS_URL
     if not url:
         return None

@@ -15,12 +15,18 @@ Prometheus does the heavy part, so the number of queries is fixed whatever the f
   (``avg_over_time``), pods of one card or MIG instance merge by ``max`` (a time-sliced card
   reports one series per pod; a busy pod is never averaged away), MIG instances of one card by
   ``avg`` (the card's share of busy slices);
-- **in use now** (:func:`utilisation_now`): two instant queries (PROF, DEV) of each card's mean
-  over the last 30 minutes; a card is *in use* when that mean is at or above its pool's idle
-  threshold (``ReclamationPolicy.idle_below_pct``, default 30 %, the seeds' scale-down rule);
-- **over time** (:func:`utilisation_history`): four range queries (``sum`` and ``count`` of
+- **in use now** (:func:`cards_reading_read`): two instant queries (PROF, DEV) of each card's
+  mean over the last 30 minutes; a card is *in use* when that mean is at or above its pool's
+  idle threshold (``ReclamationPolicy.idle_below_pct``, default 30 %, the seeds' scale-down
+  rule);
+- **over time** (:func:`history_reading_read`): four range queries (``sum`` and ``count`` of
   the card-level values by host and ``modelName``, for PROF and DEV), each step averaged over
   the step (5 min for 24 h, 30 min for 7 d, 2 h for 30 d: 289, 337 and 361 points).
+
+Each read covers the whole fleet and is made by a Celery task, never by a page
+(:mod:`pools.dashboards.utilisation_store` keeps the readings and says when they are read);
+a page narrows the stored reading to its filters in the process (:func:`in_use_for`,
+:func:`heatmap_utilisation`, :func:`history_for`: no query, no Prometheus).
 
 Series are placed on the inventory by host (``Hostname`` up to exporter 4.5, ``hostname``
 after; compared case-blind, then by short name when the exporter reports an FQDN) and by card:
@@ -34,7 +40,6 @@ as 0.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import defaultdict
 from collections.abc import Iterable
@@ -42,17 +47,14 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from django.core.cache import cache
 from django.db.models import Count
 
 from pools.clusters.adapters import dashboard_metrics, metrics_url
 from pools.clusters.models import Cluster
-from pools.common.generation import cached
 from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import CapacityRow, CardsInUse, DashboardFilters, HeatmapRow
 from pools.inventory.gpu_names import normalise_model_key
-from pools.inventory.models import Gpu, Node, Pool
-from pools.inventory.selectors import inventory_generation
+from pools.inventory.models import Gpu, Node
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import ReclamationPolicy
 from scheduler_adapters.errors import SchedulerError
@@ -210,25 +212,31 @@ def _why(exc: SchedulerError) -> str:
     return f"Prometheus could not be read: {exc}"
 
 
+def _url_of(own: str, default: str) -> str:
+    """The Prometheus a pool's cards are read from: its cluster's ``prometheus_url`` (``own``),
+    blank or no cluster: ``default`` (``PROMETHEUS_URL``); ``""`` when neither is set."""
+    return own.rstrip("/") if own else default
+
+
 def _by_prometheus(cards: Iterable[tuple[CardRef, str]], metrics: Any) -> dict[str, list[CardRef]]:
     """``(card, its pool's cluster's prometheus_url)`` pairs grouped by the Prometheus to read
-    (blank = ``PROMETHEUS_URL``, :func:`~pools.clusters.adapters.metrics_url`; ``""``: none);
-    one group ``""`` when ``metrics`` (an adapter, tests) stands for all. No cards: the one
-    group of ``PROMETHEUS_URL`` (asked as before, with nothing to place)."""
+    (:func:`_url_of`; ``""``: none); one group ``""`` when ``metrics`` (an adapter, tests)
+    stands for all. No cards: the one group of ``PROMETHEUS_URL`` (asked as before, with
+    nothing to place)."""
     if metrics is not None:
         return {"": [card for card, _ in cards]}
     default = metrics_url().rstrip("/")  # once: a settings read per card cost 0.26 s at 100,800
     groups: dict[str, list[CardRef]] = {}
     for card, own in cards:
-        groups.setdefault(own.rstrip("/") if own else default, []).append(card)
+        groups.setdefault(_url_of(own, default), []).append(card)
     return groups or {default: []}
 
 
-def no_prometheus_anywhere(metrics: Any) -> bool:
+def no_prometheus_anywhere(metrics: Any = None) -> bool:
     """True when no card could be read: no adapter given (``metrics``, tests), no
     ``PROMETHEUS_URL`` and no cluster naming its own ``prometheus_url``. One query, so that a
-    portal without Prometheus does not read every pooled GPU (100,800 rows, ~1 s of the admin
-    dashboard) to learn that none can be read."""
+    portal without Prometheus neither reads every pooled GPU nor queues a reading to learn that
+    none can be read."""
     return (
         metrics is None
         and not metrics_url()
@@ -236,24 +244,12 @@ def no_prometheus_anywhere(metrics: Any) -> bool:
     )
 
 
-def _pool_prometheus(slugs: Iterable[str]) -> dict[str, str]:
-    """Pool slug -> its cluster's ``prometheus_url`` (``""``: none set, or no cluster). One
-    query."""
-    return {
-        slug: url or ""
-        for slug, url in Pool.objects.filter(slug__in=set(slugs)).values_list(
-            "slug", "cluster__prometheus_url"
-        )
-    }
-
-
 def _read_cards(
-    groups: dict[str, list[CardRef]], *, now: datetime, metrics: Any, cached: bool = False
+    groups: dict[str, list[CardRef]], *, now: datetime, metrics: Any
 ) -> tuple[dict[int, float], dict[str, str]]:
     """Each group's cards (Prometheus URL -> cards) read from its Prometheus
     (:func:`card_utilisation`, two instant queries per URL): the readings by ``Gpu`` id, and
-    URL -> why it gave none (:data:`NOT_CONFIGURED` without a URL). ``cached``: keep each
-    URL's answer :data:`IN_USE_CACHE_S` seconds (not with ``metrics``, an adapter for tests)."""
+    URL -> why it gave none (:data:`NOT_CONFIGURED` without a URL)."""
     by_gpu: dict[int, float] = {}
     missed: dict[str, str] = {}
     for url, cards in groups.items():
@@ -261,36 +257,94 @@ def _read_cards(
         if adapter is None:
             missed[url] = NOT_CONFIGURED
             continue
-        keep = cached and metrics is None
         try:
-            found = cache.get(_in_use_key(cards, url)) if keep else None
-            if found is None:
-                try:
-                    found = card_utilisation(metrics=adapter, cards=cards, now=now), None
-                except SchedulerError as exc:
-                    found = {}, _why(exc)
-                if keep:  # a slow or hung Prometheus costs one wait per IN_USE_CACHE_S
-                    cache.set(_in_use_key(cards, url), found, IN_USE_CACHE_S)
+            by_gpu.update(card_utilisation(metrics=adapter, cards=cards, now=now))
+        except SchedulerError as exc:
+            missed[url] = _why(exc)
         finally:
             if adapter is not metrics:
                 adapter.close()
-        readings, error = found
-        by_gpu.update(readings)
-        if error is not None:
-            missed[url] = error
     return by_gpu, missed
 
 
-def _missed_text(groups: dict[str, list[CardRef]], missed: dict[str, str]) -> str:
-    """Why some groups gave no reading, one clause per Prometheus with its card count."""
+def _missed_text(cards: dict[str, int], missed: dict[str, str]) -> str:
+    """Why some Prometheus gave no reading, one clause per URL of ``missed`` with its card
+    count (``cards``: URL -> cards)."""
     return "; ".join(
-        f"{len(groups[url])} card(s) without a reading: "
+        f"{cards.get(url, 0)} card(s) without a reading: "
         + ("no Prometheus is configured for their cluster." if why == NOT_CONFIGURED else why)
         for url, why in missed.items()
     )
 
 
+Line = tuple[str, str, int | None]
+"""A capacity line's cards: (pool slug, GPU model key — :func:`capacity.model_label`'s slug,
+``?<raw name>`` when unrecognised —, driver branch or ``None``)."""
+
+
+def _kept(line: Line, filters: DashboardFilters) -> bool:
+    """Whether ``filters`` keep ``line``'s cards, as :func:`capacity.pooled_gpus` narrows (the
+    team filter narrows allocations, not cards)."""
+    pool, model, branch = line
+    return (
+        (not filters.pool or pool == filters.pool)
+        and (not filters.gpu_model or model == filters.gpu_model)
+        and (not filters.driver_branch or branch == filters.driver_branch)
+    )
+
+
+@dataclass
+class Coverage:
+    """Which Prometheus each pool's cards are read from (``pool_urls``, pool slug -> URL,
+    ``""``: none configured), the URLs a reading asked (``urls``, in the order asked) and why
+    each that gave nothing gave nothing (``missed``, URL -> text)."""
+
+    pool_urls: dict[str, str] = field(default_factory=dict)
+    urls: tuple[str, ...] = ()
+    missed: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def error(self) -> str | None:
+        """Why the reading has nothing at all: every URL asked gave nothing."""
+        if self.urls and all(url in self.missed for url in self.urls):
+            return "; ".join(dict.fromkeys(self.missed[url] for url in self.urls))
+        return None
+
+    def narrowed(self, pools: Iterable[str]) -> tuple[str | None, dict[str, str]]:
+        """``(error, missed)`` for the cards of ``pools`` (slugs): the error when every URL
+        they are read from gave nothing (with no pools: when the whole reading did), else the
+        URLs among theirs that gave nothing, in the order asked."""
+        theirs = {self.pool_urls.get(pool, "") for pool in pools}
+        if not theirs:
+            return self.error, {}
+        missed = {
+            url: self.missed[url] for url in self.urls if url in theirs and url in self.missed
+        }
+        if self.error or len(missed) == len(theirs):
+            return self.error or "; ".join(dict.fromkeys(missed.values())), {}
+        return None, missed
+
+
 # ------------------------------------------------------------------------------ in use now
+
+
+@dataclass
+class CardsReading:
+    """The whole fleet's cards in use, read at ``computed_at`` (:func:`cards_reading_read`):
+    per :data:`Line`, the cards, those with a reading and those busy (``counts``, with the
+    pool's threshold); which Prometheus gave nothing (``coverage``); each card's mean
+    utilisation over the last 30 min, % by ``Gpu`` id (``by_gpu``; a card without a reading is
+    absent). One reading serves every filter: pages narrow it (:func:`in_use_for`,
+    :func:`heatmap_utilisation`)."""
+
+    computed_at: datetime
+    counts: dict[Line, CardsInUse] = field(default_factory=dict)
+    coverage: Coverage = field(default_factory=Coverage)
+    by_gpu: dict[int, float] = field(default_factory=dict)
+
+    @property
+    def error(self) -> str | None:
+        return self.coverage.error
 
 
 @dataclass
@@ -298,20 +352,25 @@ class UtilisationNow:
     """Cards in use now, per pool × model (``rows``) and per pool × model × driver group
     (``groups``), by the keys of :func:`pools.dashboards.capacity.capacity_rows`. ``error`` says why
     there is no reading at all (then every count is unknown), ``missed`` which Prometheus gave
-    none when others did (their cards count as without a reading); ``busy_pct`` is each pool's
-    threshold, %; ``by_gpu`` each card's mean utilisation over the last 30 min, %."""
+    none when others did (their cards count as without a reading). ``read_at``: when the
+    reading (or the failed attempt) was made; ``pending``: no reading yet, one is being made."""
 
     now: datetime
     error: str | None = None
     missed: str = ""  # the Prometheus that gave no reading when others did, and why
-    busy_pct: dict[str, float] = field(default_factory=dict)
-    by_gpu: dict[int, float] = field(default_factory=dict)
+    read_at: datetime | None = None
+    pending: bool = False
     rows: dict[tuple[str, str], CardsInUse] = field(default_factory=dict)
     groups: dict[tuple[str, str, str], CardsInUse] = field(default_factory=dict)
 
     @property
     def configured(self) -> bool:
         return self.error != NOT_CONFIGURED
+
+    @property
+    def known(self) -> bool:
+        """Whether the counts mean anything (a reading is in and it is not all missing)."""
+        return not self.pending and not self.error
 
 
 def busy_thresholds() -> dict[str, float]:
@@ -323,51 +382,23 @@ def busy_thresholds() -> dict[str, float]:
     }
 
 
-# "In use now" is a 30-minute mean: a reading up to two minutes old is as good, and the page's
-# minute refresh then does not wait on Prometheus every time (nor on one that hangs).
-IN_USE_CACHE_S = 120
+def cards_reading_read(*, now: datetime, metrics: Any = None) -> CardsReading:
+    """The whole fleet's cards in use at ``now``: each pooled card's mean utilisation over the
+    last 30 min (:data:`BUSY_WINDOW_S`), busy at or above its pool's threshold
+    (:func:`busy_thresholds`), counted per :data:`Line`. Each card is read from its pool's
+    cluster's Prometheus (blank or no cluster: ``PROMETHEUS_URL``): three queries (the check
+    below, the GPUs, the thresholds; four with a host name two clusters share) and two
+    Prometheus instant queries per Prometheus; one query and no Prometheus when none is
+    configured. ``metrics``: an adapter (tests) standing for every card's; ``None`` builds and
+    closes :func:`dashboard_metrics` per URL.
 
-
-def _in_use_key(cards: list[CardRef], url: str = "") -> str:
-    ids = ",".join(str(c.gpu_id) for c in cards)
-    digest = hashlib.sha1(f"{url} {ids}".encode()).hexdigest()
-    return f"dashboard:in-use:{digest}"
-
-
-def utilisation_now(
-    *, filters: DashboardFilters, now: datetime, metrics: Any = None
-) -> UtilisationNow:
-    """Cards in use now: mean utilisation over the last 30 min (:data:`BUSY_WINDOW_S`) at or
-    above the pool's busy threshold (:func:`busy_thresholds`), counted per capacity row and
-    driver group. Each card is read from its pool's cluster's Prometheus (blank or no cluster:
-    ``PROMETHEUS_URL``): four queries (the check below, the inventory generation, the GPUs, the
-    thresholds) and two Prometheus instant queries per Prometheus; when none is configured, one
-    query (:func:`no_prometheus_anywhere`) and no GPU read.
-    ``metrics``: an adapter (tests) standing for every card's; ``None`` builds and closes
-    :func:`dashboard_metrics` per URL.
-
-    Kept whole for :data:`IN_USE_CACHE_S` per filters and inventory generation (not with
-    ``metrics``, nor where there is no generation: SQLite): at 100,800 GPUs with Prometheus
-    configured its read was ~1.4 s of each admin dashboard view (every pooled GPU's row, its
-    card key and count), for readings that are themselves kept that long."""
+    Run by a task (:mod:`pools.dashboards.utilisation_store`), never by a page: at 100,800 GPUs
+    reading every pooled GPU's row and the answers takes ~1.4 s, and a slow Prometheus up to
+    ``PROMETHEUS_DASHBOARD_TIMEOUT_S`` per query."""
     if no_prometheus_anywhere(metrics):
-        return UtilisationNow(now=now, error=NOT_CONFIGURED)
-    generation = inventory_generation() if metrics is None else None
-    if generation is None:
-        return _utilisation_now_read(filters, now, metrics)
-    f = filters
-    return cached(
-        f"dashboard:in-use-now:{generation}:{f.pool}|{f.gpu_model}|{f.driver_branch}|{f.team}",
-        lambda: _utilisation_now_read(filters, now, metrics),
-        IN_USE_CACHE_S,
-    )
-
-
-def _utilisation_now_read(filters: DashboardFilters, now: datetime, metrics: Any) -> UtilisationNow:
-    """:func:`utilisation_now` read afresh."""
-    result = UtilisationNow(now=now)
+        return CardsReading(now, coverage=Coverage(urls=("",), missed={"": NOT_CONFIGURED}))
     gpus = list(
-        dashboard.pooled_gpus(filters).values(
+        dashboard.pooled_gpus(DashboardFilters()).values(
             "id", "index", "uuid", "mig_mode", "node__hostname", "node__pool__slug",
             "gpu_model__slug", "gpu_model__name", "raw_model_name",
             "node__driver_group__branch", "node__pool__cluster__prometheus_url",
@@ -383,36 +414,62 @@ def _utilisation_now_read(filters: DashboardFilters, now: datetime, metrics: Any
         ),
         metrics,
     )
-    by_gpu, missed = _read_cards(groups, now=now, metrics=metrics, cached=True)
-    if len(missed) == len(groups):  # no reading at all
-        result.error = "; ".join(dict.fromkeys(missed.values()))
-        return result
-    result.missed = _missed_text(groups, missed)
-    result.by_gpu = by_gpu
-    result.busy_pct = busy_thresholds()
+    by_gpu, missed = _read_cards(groups, now=now, metrics=metrics)
+    default = "" if metrics is not None else metrics_url().rstrip("/")
+    reading = CardsReading(now, coverage=Coverage(urls=tuple(groups), missed=missed), by_gpu=by_gpu)
+    thresholds = busy_thresholds()
     for g in gpus:
         pool = g["node__pool__slug"]
-        model = dashboard.model_label(g)[0]
-        group = dashboard.driver_group_label(g["node__driver_group__branch"])
-        threshold = result.busy_pct.get(pool, DEFAULT_BUSY_PCT)
-        counts = (
-            result.rows.setdefault((pool, model), CardsInUse(busy_pct=threshold)),
-            result.groups.setdefault((pool, model, group), CardsInUse(busy_pct=threshold)),
-        )
+        if pool not in reading.coverage.pool_urls:
+            own = g["node__pool__cluster__prometheus_url"] or ""
+            reading.coverage.pool_urls[pool] = "" if metrics is not None else _url_of(own, default)
+        line = (pool, dashboard.model_label(g)[0], g["node__driver_group__branch"])
+        counts = reading.counts.get(line)
+        if counts is None:
+            counts = reading.counts[line] = CardsInUse(
+                busy_pct=thresholds.get(pool, DEFAULT_BUSY_PCT)
+            )
+        counts.total += 1
         value = by_gpu.get(g["id"])
-        for c in counts:
-            c.total += 1
-            if value is not None:
-                c.reporting += 1
-                c.busy += value >= threshold
+        if value is not None:
+            counts.reporting += 1
+            counts.busy += value >= counts.busy_pct
+    return reading
+
+
+def in_use_for(
+    reading: CardsReading, filters: DashboardFilters, *, now: datetime
+) -> UtilisationNow:
+    """``reading`` narrowed to ``filters``' cards, counted per pool × model and per driver group
+    (no query). An error when none of their Prometheus gave a reading; ``missed`` names those
+    that gave none when others did, with their cards."""
+    result = UtilisationNow(now=now, read_at=reading.computed_at)
+    kept = {line: c for line, c in reading.counts.items() if _kept(line, filters)}
+    error, missed = reading.coverage.narrowed(pool for pool, _, _ in kept)
+    if error is not None:
+        result.error = error
+        return result
+    cards: dict[str, int] = defaultdict(int)
+    for (pool, model, branch), c in kept.items():
+        cards[reading.coverage.pool_urls.get(pool, "")] += c.total
+        for into in (
+            result.rows.setdefault((pool, model), CardsInUse(busy_pct=c.busy_pct)),
+            result.groups.setdefault(
+                (pool, model, dashboard.driver_group_label(branch)), CardsInUse(busy_pct=c.busy_pct)
+            ),
+        ):
+            into.total += c.total
+            into.reporting += c.reporting
+            into.busy += c.busy
+    result.missed = _missed_text(cards, missed)
     return result
 
 
 def apply_in_use(rows: list[CapacityRow], now: UtilisationNow) -> None:
     """Set ``in_use`` on each capacity row and driver-group line from ``now``; a row with no
-    card in the inventory (held or asked for only) gets ``0`` of ``0``. Left ``None`` when
-    Prometheus gave no reading."""
-    if now.error:
+    card in the reading (held or asked for only, or new since) gets ``0`` of ``0``. Left
+    ``None`` while there is no reading or Prometheus gave none."""
+    if not now.known:
         return
     for row in rows:
         row.in_use = now.rows.get((row.pool_slug, row.gpu_model_slug), CardsInUse())
@@ -423,39 +480,27 @@ def apply_in_use(rows: list[CapacityRow], now: UtilisationNow) -> None:
 
 
 def heatmap_utilisation(
-    *, rows: list[HeatmapRow], now: datetime, metrics: Any = None
+    *, rows: list[HeatmapRow], reading: CardsReading
 ) -> tuple[list[HeatmapRow], str | None]:
-    """The heatmap's cells with ``util_pct`` (mean %, last 30 min) and a title saying it;
-    ``(rows unchanged, why)`` when no Prometheus gives a reading. Each card is read from its
-    pool's cluster's Prometheus (blank or no cluster: ``PROMETHEUS_URL``; ``metrics``, an
-    adapter for tests, stands for all): one query, two instant queries per Prometheus; a card
-    whose Prometheus failed says why in its title."""
-    own = _pool_prometheus({r.pool_slug for r in rows}) if metrics is None else {}
-    groups = _by_prometheus(
-        (
-            (CardRef(c.gpu_id, r.hostname, c.index, c.uuid, c.mig_mode), own.get(r.pool_slug, ""))
-            for r in rows
-            for c in r.cells
-            if c.gpu_id is not None
-        ),
-        metrics,
-    )
-    by_gpu, missed = _read_cards(groups, now=now, metrics=metrics)
-    if len(missed) == len(groups):  # no reading at all
-        return rows, "; ".join(dict.fromkeys(missed.values()))
-    why_not = {c.gpu_id: f" ({missed[url]})" for url, cards in groups.items() if url in missed
-               for c in cards}  # fmt: skip
+    """The heatmap's cells with ``util_pct`` (mean %, last 30 min, from ``reading``) and a
+    title saying it; ``(rows unchanged, why)`` when none of the rows' Prometheus gave a
+    reading. A card whose Prometheus failed says why in its title. No query."""
+    error, _ = reading.coverage.narrowed({r.pool_slug for r in rows})
+    if error is not None:
+        return rows, error
     out = []
     for r in rows:
+        url = reading.coverage.pool_urls.get(r.pool_slug, "")
+        why = f" ({reading.coverage.missed[url]})" if url in reading.coverage.missed else ""
         cells = []
         for c in r.cells:
-            value = by_gpu.get(c.gpu_id)
-            reading = (
-                f"no utilisation reading{why_not.get(c.gpu_id, '')}"
+            value = reading.by_gpu.get(c.gpu_id) if c.gpu_id is not None else None
+            text = (
+                f"no utilisation reading{why}"
                 if value is None
                 else f"{value:.0f} % mean, last 30 min"
             )
-            cells.append(replace(c, util_pct=value, title=f"{c.title} · {reading}"))
+            cells.append(replace(c, util_pct=value, title=f"{c.title} · {text}"))
         out.append(replace(r, cells=cells))
     return out, None
 
@@ -480,7 +525,9 @@ class UtilisationSeries:
 class UtilisationHistory:
     """The chart's data: ``timestamps`` (aware, UTC) and one series per pool × model.
     ``error`` says why there is none; ``unplaced`` counts host × model series that match no
-    pooled node of the filters (other pools, or hosts the inventory does not know)."""
+    pooled node of the filters (other pools, or hosts the inventory does not know).
+    ``read_at``: when Prometheus was read; ``pending``: no reading of this range yet, one is
+    being made."""
 
     range: HistoryRange
     start: datetime
@@ -490,37 +537,93 @@ class UtilisationHistory:
     error: str | None = None
     missed: str = ""  # the Prometheus that gave nothing when others did, and why
     unplaced: int = 0
+    read_at: datetime | None = None
+    pending: bool = False
 
     @property
     def configured(self) -> bool:
         return self.error != NOT_CONFIGURED
 
 
-def _placements(filters: DashboardFilters) -> tuple[_HostIndex, dict[str, dict[str, tuple]]]:
-    """Pooled hosts of the filters and, per host, model key → (pool slug, pool name, model slug,
-    model name) under the keys of its nvidia-smi name and catalogue name; host names several
-    clusters share left out (:func:`_shared_names`). Two queries."""
+Place = tuple[str, str, str, str, int | None]
+"""Where a host × model series is charted: (pool slug, pool name, model slug, model name,
+driver branch or ``None``)."""
+
+
+@dataclass
+class HistoryReading:
+    """The whole fleet's utilisation over one range (:func:`history_reading_read`), read at
+    ``computed_at``: per :data:`Place`, ``[sum %, cards]`` at each step (``totals``) and how
+    many host × model series were placed there (``series``); the pooled lines
+    (:data:`Line`) whether or not they report (``lines``); series placed nowhere
+    (``unplaced``); which Prometheus gave nothing (``coverage``). Pages narrow it
+    (:func:`history_for`)."""
+
+    range: HistoryRange
+    start: datetime
+    end: datetime
+    computed_at: datetime
+    totals: dict[Place, list[list[float]]] = field(default_factory=dict)
+    series: dict[Place, int] = field(default_factory=dict)
+    lines: set[Line] = field(default_factory=set)
+    unplaced: int = 0
+    coverage: Coverage = field(default_factory=Coverage)
+
+    @property
+    def error(self) -> str | None:
+        return self.coverage.error
+
+    @property
+    def timestamps(self) -> list[datetime]:
+        step = timedelta(seconds=self.range.step_s)
+        return [self.start + i * step for i in range(_points(self.range))]
+
+
+def _points(chosen: HistoryRange) -> int:
+    return int(chosen.duration.total_seconds() // chosen.step_s) + 1
+
+
+def history_end(now: datetime, range_key: str = DEFAULT_RANGE) -> datetime:
+    """The end of the chart of ``range_key`` at ``now``: ``now`` aligned down to the range's
+    step (a reading ending there is current until the next step closes)."""
+    step = RANGES.get(range_key, RANGES[DEFAULT_RANGE]).step_s
+    return datetime.fromtimestamp(math.floor(now.timestamp() / step) * step, tz=UTC)
+
+
+def _placements(metrics: Any) -> tuple[_HostIndex, dict[str, dict[str, Place]], set[Line], dict]:
+    """Every pooled host and, per host, model key → :data:`Place` under the keys of its
+    nvidia-smi name and catalogue name (host names several clusters share left out:
+    :func:`_shared_names`); the pooled lines; pool slug → its Prometheus URL (:func:`_url_of`;
+    ``""`` for all when ``metrics``, an adapter for tests, stands for all). Two queries."""
     rows = (
-        dashboard.pooled_gpus(filters)
+        dashboard.pooled_gpus(DashboardFilters())
         .values(
             "node__hostname", "node__pool__slug", "node__pool__name",
             "gpu_model__slug", "gpu_model__name", "raw_model_name",
+            "node__driver_group__branch", "node__pool__cluster__prometheus_url",
         )
         .distinct()
         .order_by()
     )  # fmt: skip
-    models: dict[str, dict[str, tuple]] = defaultdict(dict)
+    models: dict[str, dict[str, Place]] = defaultdict(dict)
+    lines: set[Line] = set()
+    pool_urls: dict[str, str] = {}
+    default = "" if metrics is not None else metrics_url().rstrip("/")
     shared = _shared_names(r["node__hostname"] for r in rows)
     for r in rows:
+        slug, name, _ = dashboard.model_label(r)
+        pool, branch = r["node__pool__slug"], r["node__driver_group__branch"]
+        lines.add((pool, slug, branch))
+        own = r["node__pool__cluster__prometheus_url"] or ""
+        pool_urls.setdefault(pool, "" if metrics is not None else _url_of(own, default))
         if r["node__hostname"] in shared:
             continue
-        slug, name, _ = dashboard.model_label(r)
-        place = (r["node__pool__slug"], r["node__pool__name"], slug, name)
+        place = (pool, r["node__pool__name"], slug, name, branch)
         for raw in (r["raw_model_name"], r["gpu_model__name"]):
             if raw and normalise_model_key(raw):
                 models[r["node__hostname"]].setdefault(normalise_model_key(raw), place)
         models[r["node__hostname"]].setdefault("", place)
-    return _HostIndex(models), models
+    return _HostIndex(models), models, lines, pool_urls
 
 
 def _place(hosts, models, labels: dict[str, str], aliases=None) -> tuple | None:
@@ -561,43 +664,42 @@ def _exporter_hosts(adapter: Any, hosts: _HostIndex, *, at: datetime, window_s: 
     return {name: next(iter(nodes)) for name, nodes in seen.items() if len(nodes) == 1}
 
 
-def utilisation_history(
-    *, filters: DashboardFilters, now: datetime, range_key: str = DEFAULT_RANGE, metrics: Any = None
-) -> UtilisationHistory:
-    """Mean utilisation per pool × model over the range ending at ``now`` (aligned down to a
-    step): at each step, the mean of the cards' step means (%) over the cards that report, PROF
-    where a host × model reports it at that step, else DEV. Each pool's cards are read from its
-    cluster's Prometheus (blank or no cluster: ``PROMETHEUS_URL``): two queries and four range
-    queries per Prometheus; one that fails is named in ``missed`` and the others are charted.
-    ``metrics``: an adapter (tests) standing for all; ``None`` builds
-    :func:`dashboard_metrics` per URL."""
+def history_reading_read(
+    *, now: datetime, range_key: str = DEFAULT_RANGE, metrics: Any = None
+) -> HistoryReading:
+    """The whole fleet's mean utilisation over the range ending at ``now`` aligned down to a
+    step (:func:`history_end`): per :data:`Place` and step, the sum of the card step means (%)
+    and the cards that report, PROF where a host × model reports it at that step, else DEV.
+    Each pool's cards are read from its cluster's Prometheus (blank or no cluster:
+    ``PROMETHEUS_URL``): two queries and four range queries per Prometheus (one more instant
+    query where an exporter names a host no node has); one that fails is named in the
+    coverage and the others are read. ``metrics``: an adapter (tests) standing for all;
+    ``None`` builds :func:`dashboard_metrics` per URL. Run by a task, never by a page."""
     chosen = RANGES.get(range_key, RANGES[DEFAULT_RANGE])
-    step = chosen.step_s
-    end_s = math.floor(now.timestamp() / step) * step
-    end = datetime.fromtimestamp(end_s, tz=UTC)
+    step, points = chosen.step_s, _points(chosen)
+    end = history_end(now, chosen.key)
     start = end - chosen.duration
-    start_s = start.timestamp()
-    points = int(chosen.duration.total_seconds() // step) + 1
-    history = UtilisationHistory(range=chosen, start=start, end=end)
-    history.timestamps = [start + timedelta(seconds=i * step) for i in range(points)]
-    urls = [""] if metrics is not None else _history_urls(filters)
+    hosts, models, lines, pool_urls = _placements(metrics)
+    urls = (
+        [""]
+        if metrics is not None
+        else sorted(set(pool_urls.values())) or [metrics_url().rstrip("/")]
+    )
+    reading = HistoryReading(chosen, start, end, now, lines=lines,
+                             coverage=Coverage(pool_urls, tuple(urls)))  # fmt: skip
     answers: dict[str, tuple[Series, ...]] = {}
     aliases: dict[str, str] = {}
-    missed: dict[str, str] = {}
-    hosts, models = None, None
     for url in urls:
         adapter = metrics if metrics is not None else dashboard_metrics(url)  # "": None
         if adapter is None:
-            missed[url] = NOT_CONFIGURED
+            reading.coverage.missed[url] = NOT_CONFIGURED
             continue
         try:
             try:
                 found = _history_answers(adapter, start=start, end=end, step=step)
             except SchedulerError as exc:
-                missed[url] = _why(exc)
+                reading.coverage.missed[url] = _why(exc)
                 continue
-            if hosts is None:
-                hosts, models = _placements(filters)
             for key, series in found.items():
                 answers[key] = answers.get(key, ()) + series
             names = {dcgm_labels(s.label_map).hostname for got in found.values() for s in got}
@@ -607,22 +709,48 @@ def utilisation_history(
         finally:
             if adapter is not metrics:
                 adapter.close()
-    if hosts is None or models is None:  # no reading at all
-        history.error = "; ".join(dict.fromkeys(missed.values()))
+    if reading.error is not None:
+        return reading
+    per_key = _steps_by_labels(answers, start_s=start.timestamp(), step=step, points=points)
+    for labels, metrics_by_name in per_key.items():
+        place = _place(hosts, models, dict(labels), aliases or None)
+        if place is None:
+            reading.unplaced += 1
+            continue
+        total = reading.totals.setdefault(place, [[0.0, 0.0] for _ in range(points)])
+        reading.series[place] = reading.series.get(place, 0) + 1
+        _add_prof_or_dev(total, metrics_by_name)
+    return reading
+
+
+def history_for(reading: HistoryReading, filters: DashboardFilters) -> UtilisationHistory:
+    """``reading`` narrowed to ``filters``' pooled cards, one series per pool × model (driver
+    groups summed), sorted by pool and model name; series of places the filters leave out
+    count as unplaced. An error when none of their Prometheus gave an answer. No query."""
+    history = UtilisationHistory(
+        range=reading.range, start=reading.start, end=reading.end,
+        timestamps=reading.timestamps, read_at=reading.computed_at,
+    )  # fmt: skip
+    pools = {pool for pool, model, branch in reading.lines if _kept((pool, model, branch), filters)}
+    history.error, missed = reading.coverage.narrowed(pools)
+    if history.error is not None:
         return history
     history.missed = "; ".join(
         ("no Prometheus is configured for some clusters" if why == NOT_CONFIGURED else why)
         for why in missed.values()
     )
-    per_key = _steps_by_labels(answers, start_s=start_s, step=step, points=points)
-    totals: dict[tuple, list[list[float]]] = {}
-    for labels, metrics_by_name in per_key.items():
-        place = _place(hosts, models, dict(labels), aliases or None)
-        if place is None:
-            history.unplaced += 1
+    history.unplaced = reading.unplaced
+    totals: dict[tuple[str, str, str, str], list[list[float]]] = {}
+    for place, steps in reading.totals.items():
+        pool_slug, pool, model_slug, model, branch = place
+        if not _kept((pool_slug, model_slug, branch), filters):
+            history.unplaced += reading.series[place]
             continue
-        total = totals.setdefault(place, [[0.0, 0.0] for _ in range(points)])
-        _add_prof_or_dev(total, metrics_by_name)
+        total = totals.setdefault((pool_slug, pool, model_slug, model),
+                                  [[0.0, 0.0] for _ in steps])  # fmt: skip
+        for into, (s, n) in zip(total, steps, strict=True):
+            into[0] += s
+            into[1] += n
     for (pool_slug, pool, model_slug, model), total in sorted(
         totals.items(), key=lambda item: (item[0][1], item[0][3])
     ):
@@ -637,19 +765,6 @@ def utilisation_history(
             )  # fmt: skip
         )
     return history
-
-
-def _history_urls(filters: DashboardFilters) -> list[str]:
-    """The Prometheus URLs of the filters' pooled cards (each pool's cluster's
-    ``prometheus_url``, blank or no cluster: ``PROMETHEUS_URL``; ``""``: none), in a stable
-    order; ``[PROMETHEUS_URL]`` when there are no cards. One query."""
-    own = (
-        dashboard.pooled_gpus(filters)
-        .values_list("node__pool__cluster__prometheus_url", flat=True)
-        .distinct()
-        .order_by()
-    )
-    return sorted({(url or metrics_url()).rstrip("/") for url in own}) or [metrics_url()]
 
 
 def _history_answers(

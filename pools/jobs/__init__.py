@@ -49,6 +49,8 @@ PENDING_WORK_REFRESH = "pools.waiting.tasks.pending_work_refresh_task"
 PENDING_WORK_CLUSTER = "pools.waiting.tasks.pending_work_refresh_cluster_task"
 INVENTORY_UPLOAD = "pools.inventory.tasks.inventory_upload_task"
 CLUSTER_CHECK = "pools.clusters.tasks.cluster_check_task"
+DASHBOARD_UTILISATION = "pools.dashboards.tasks.utilisation_refresh_task"
+IDLE_RECLAIMED_EMAIL = "pools.reclamation.tasks.idle_reclaimed_email_task"
 
 
 def retry_countdown(retries: int) -> int:

@@ -1,5 +1,6 @@
 """Celery tasks of reclamation: the idle scan (beat: one task per cluster), re-applying a
-shrunk allocation's cap, and a queued what-if (its range query kept out of the web request)."""
+shrunk allocation's cap, the e-mail of a reclamation, and a queued what-if (its range query
+kept out of the web request)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from celery import shared_task
 from pools.common.errors import NotFound
 from pools.jobs import MAX_RETRIES, retry_countdown
 from pools.reclamation.services.runs import idle_scan_cluster, idle_scan_fan_out
-from pools.reclamation.services.scan import allocation_rebind
+from pools.reclamation.services.scan import allocation_rebind, idle_finding_reclaimed_email
 from pools.reclamation.services.whatif import reclamation_whatif_run, reclamation_whatifs_sweep
 from scheduler_adapters.errors import SchedulerError
 
@@ -22,6 +23,13 @@ def allocation_rebind_task(self, allocation_id: int) -> dict | None:
         if not exc.transient or self.request.is_eager:
             return None  # reconcile repairs the cap (and records the drift)
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+
+
+@shared_task
+def idle_reclaimed_email_task(finding_id: int) -> int:
+    """E-mail the team of a reclaimed finding (after *Reclaim now* or the scan); returns how
+    many it was sent to. Acknowledged on receipt: a lost message sends none rather than two."""
+    return idle_finding_reclaimed_email(finding_id=finding_id)
 
 
 @shared_task(acks_late=True)

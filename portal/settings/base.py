@@ -424,6 +424,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "pools.dashboards.tasks.stranded_snapshot_task",
         "schedule": 10 * 60,
     },
+    # The dashboard's utilisation from Prometheus, while someone looks at it
+    # (pools.dashboards.utilisation_store.REFRESH_EVERY).
+    "dashboard-utilisation": {
+        "task": "pools.dashboards.tasks.utilisation_refresh_task",
+        "schedule": 2 * 60,
+    },
     # The elastic loop judges every minute (its rules count minutes: 5 up, 30 down).
     "elastic-scan": {"task": "pools.elastic.tasks.elastic_scan_task", "schedule": 60},
     # Waiting work: read every minute, only while someone looks (pools.waiting.services).
@@ -496,7 +502,8 @@ PROMETHEUS_TIMEOUT_S = env.float("PROMETHEUS_TIMEOUT_S", default=30.0)
 # gzip-compressed answers from Prometheus: worth their CPU over a slow link only (the idle scan
 # reads ~100 MiB of JSON at 100,800 GPUs; scheduler_adapters.prometheus.PrometheusAdapter)
 PROMETHEUS_COMPRESS = env.bool("PROMETHEUS_COMPRESS", default=False)
-# The capacity dashboard waits on Prometheus for its "in use" column: a short limit per query.
+# The capacity dashboard's utilisation task (pools.dashboards.utilisation_store): a short limit
+# per query, so a hung Prometheus delays the next reading by seconds, never a page.
 PROMETHEUS_DASHBOARD_TIMEOUT_S = env.float("PROMETHEUS_DASHBOARD_TIMEOUT_S", default=5.0)
 # Storage (GB-months) and egress (GB) charges per team from Prometheus (issue 35): PromQL of
 # bytes held per namespace and a selector of byte counters per namespace; "" reads that charge

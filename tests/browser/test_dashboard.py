@@ -46,7 +46,7 @@ def test_dashboard_drills_down_to_node_and_allocation(signed_in, live_server):
 
 
 def test_utilisation_chart_range_and_heatmap_colour_survive_filters_and_refresh(
-    signed_in, live_server, monkeypatch
+    signed_in, live_server, monkeypatch, settings
 ):
     from pools.dashboards import utilisation as dashboard_utilisation
     from scheduler_adapters.prometheus import GR_ENGINE_ACTIVE, Sample, Series
@@ -63,6 +63,8 @@ def test_utilisation_chart_range_and_heatmap_colour_survive_filters_and_refresh(
                tuple(Sample(end - age, 0.6) for age in range(7200, -1, -60)))
         for host in ("infer-01", "train-01")
     ]  # fmt: skip
+    # a configured Prometheus, answered by the fake; the reads run eagerly (no broker in tests)
+    settings.PROMETHEUS_URL = "http://prometheus.example.org:9090"
     monkeypatch.setattr(dashboard_utilisation, "dashboard_metrics",
                         lambda url=None: FakePrometheus(series=series))  # fmt: skip
 

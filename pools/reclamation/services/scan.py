@@ -81,7 +81,7 @@ from pools.clusters.adapters import metrics_adapter, pool_adapter
 from pools.common.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.common.errors import InsufficientCapacity, InvalidTransition
 from pools.inventory.models import Gpu, GpuModel, Node
-from pools.jobs import ALLOCATION_REBIND, enqueue_on_commit
+from pools.jobs import ALLOCATION_REBIND, IDLE_RECLAIMED_EMAIL, enqueue_on_commit
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -1091,7 +1091,8 @@ def _finding_reclaimed(
         after=_finding_snapshot(finding),
         reason=reason,
     )
-    transaction.on_commit(lambda f=finding: _email_reclaimed(f))
+    # by a task: "reclaim now" is a request, which must not wait on the mail server
+    enqueue_on_commit(IDLE_RECLAIMED_EMAIL, finding.pk)
 
 
 def _queue_rebind(allocation_id: int) -> None:
@@ -1307,11 +1308,22 @@ def _email_warning(finding: IdleFinding, policy: ReclamationPolicy) -> None:
     )
 
 
-def _email_reclaimed(finding: IdleFinding) -> None:
+def idle_finding_reclaimed_email(*, finding_id: int) -> int:
+    """E-mail the team of reclaimed finding ``finding_id`` what was taken back and that a pool
+    admin can undo it within a day; returns how many it was sent to (0: the finding is gone or
+    the team has no address). Queued once the reclamation commits (:data:`IDLE_RECLAIMED_EMAIL`).
+    """
+    finding = (
+        IdleFinding.objects.select_related("allocation__gpu_model", "allocation__pool")
+        .filter(pk=finding_id)
+        .first()
+    )
+    if finding is None:
+        return 0
     allocation = finding.allocation
     recipients = _team_emails(allocation)
     if not recipients:
-        return
+        return 0
     send_mail(
         subject=f"[gpu-pool] {finding.cards_reclaimed} card(s) of allocation "
         f"#{allocation.pk} reclaimed",
@@ -1324,3 +1336,4 @@ def _email_reclaimed(finding: IdleFinding) -> None:
         recipient_list=recipients,
         fail_silently=True,
     )
+    return len(recipients)

@@ -23,6 +23,7 @@ from integration.prometheus.dcgm_history import generate
 from pools.common.choices import Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation
+from pools.dashboards.utilisation_store import history_stored, in_use_stored, utilisation_refresh
 from pools.inventory.models import GpuModel
 from scheduler_adapters.prometheus import PrometheusAdapter, Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
@@ -75,22 +76,47 @@ def test_cards_in_use_from_real_prometheus(prometheus, node_k8s_n1):
     url, end = prometheus
     at = datetime.fromtimestamp(end, tz=UTC)
     real = PrometheusAdapter(url, timeout_s=10)
-    reading = utilisation.utilisation_now(filters=ALL, now=at, metrics=real)
+    fleet = utilisation.cards_reading_read(now=at, metrics=real)
+    reading = utilisation.in_use_for(fleet, ALL, now=at)
     assert reading.error is None
     assert counts(reading) == {"l40s": (1, 2, 2), "h100_sxm": (0, 1, 1), "a100_80g_sxm": (1, 1, 1)}
-    by_index = {g.index: reading.by_gpu[g.pk] for g in node_k8s_n1.gpus.all()}
+    by_index = {g.index: fleet.by_gpu[g.pk] for g in node_k8s_n1.gpus.all()}
     assert by_index == pytest.approx({0: 85.0, 1: 2.0, 2: 40.0, 3: 0.0})
-    fake = utilisation.utilisation_now(filters=ALL, now=at, metrics=fake_from_history(end))
-    assert counts(fake) == counts(reading)
-    assert fake.by_gpu == pytest.approx(reading.by_gpu)
+    fake = utilisation.cards_reading_read(now=at, metrics=fake_from_history(end))
+    assert counts(utilisation.in_use_for(fake, ALL, now=at)) == counts(reading)
+    assert fake.by_gpu == pytest.approx(fleet.by_gpu)
     real.close()
+
+
+def test_the_task_stores_what_the_page_shows(prometheus, node_k8s_n1, settings):
+    """The refresh task reads the real Prometheus (the URL as a deployment sets it) and
+    stores the fleet's reading; the page's readers return it narrowed, without asking
+    Prometheus (its URL is then one nothing listens on)."""
+    url, end = prometheus
+    at = datetime.fromtimestamp(end, tz=UTC)
+    settings.PROMETHEUS_URL = url
+    assert utilisation_refresh(part="cards", now=at) == {"cards": "read"}
+    assert utilisation_refresh(part="24h", now=at) == {"24h": "read"}
+    settings.PROMETHEUS_URL = "http://127.0.0.1:9"  # discard: a read would fail
+    shown = in_use_stored(filters=ALL, now=at)
+    assert (shown.error, shown.pending, shown.read_at) == (None, False, at)
+    assert counts(shown) == {"l40s": (1, 2, 2), "h100_sxm": (0, 1, 1), "a100_80g_sxm": (1, 1, 1)}
+    only_l40s = in_use_stored(filters=dashboard.DashboardFilters(gpu_model="l40s"), now=at)
+    assert counts(only_l40s) == {"l40s": (1, 2, 2)}
+    chart = history_stored(filters=ALL, now=at, range_key="24h")
+    assert chart.error is None and chart.unplaced == 2
+    assert {s.gpu_model_slug: s.values[-1] for s in chart.series} == pytest.approx(
+        {"l40s": 85.0, "h100_sxm": 2.0, "a100_80g_sxm": 40.0}
+    )
 
 
 def test_utilisation_history_from_real_prometheus(prometheus, node_k8s_n1):
     url, end = prometheus
     at = datetime.fromtimestamp(end, tz=UTC)
     real = PrometheusAdapter(url, timeout_s=10)
-    history = utilisation.utilisation_history(filters=ALL, now=at, range_key="24h", metrics=real)
+    history = utilisation.history_for(
+        utilisation.history_reading_read(now=at, range_key="24h", metrics=real), ALL
+    )
     assert history.error is None
     assert history.unplaced == 2  # gpu-a100-01 and gpu-4090-01 (Slurm test nodes): not here
     series = {s.gpu_model_slug: s.values for s in history.series}
@@ -101,11 +127,14 @@ def test_utilisation_history_from_real_prometheus(prometheus, node_k8s_n1):
     assert series["a100_80g_sxm"][-1] == pytest.approx(40.0)
     # 3 h of history in a 24 h chart: the older steps have no data, never 0
     assert series["l40s"][: 289 - 37] == [None] * (289 - 37)
-    fake = utilisation.utilisation_history(
-        filters=ALL, now=at, range_key="24h", metrics=fake_from_history(end)
+    fake = utilisation.history_for(
+        utilisation.history_reading_read(now=at, range_key="24h", metrics=fake_from_history(end)),
+        ALL,
     )
     assert {s.gpu_model_slug: s.values for s in fake.series} == series
-    week = utilisation.utilisation_history(filters=ALL, now=at, range_key="7d", metrics=real)
+    week = utilisation.history_for(
+        utilisation.history_reading_read(now=at, range_key="7d", metrics=real), ALL
+    )
     assert week.error is None and len(week.timestamps) == 337
     assert timedelta(seconds=week.range.step_s) == timedelta(minutes=30)
     real.close()

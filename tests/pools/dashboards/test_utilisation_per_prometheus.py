@@ -6,7 +6,6 @@ same queries as the single-Prometheus case. Real HTTP: loopback servers answerin
 from __future__ import annotations
 
 import pytest
-from django.core.cache import cache
 from django.test import Client
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory
@@ -16,18 +15,24 @@ from pools.dashboards import capacity as dashboard
 from pools.dashboards.capacity import DashboardFilters
 from pools.dashboards.utilisation import (
     NOT_CONFIGURED,
+    cards_reading_read,
     heatmap_utilisation,
-    utilisation_history,
-    utilisation_now,
+    history_for,
+    history_reading_read,
+    in_use_for,
 )
 from pools.inventory.models import GpuModel
 
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture(autouse=True)
-def _fresh_answers():
-    cache.clear()  # "in use now" keeps answers two minutes
+def utilisation_now(*, filters: DashboardFilters, now):
+    """Cards in use as a page shows them: the fleet's reading narrowed to ``filters``."""
+    return in_use_for(cards_reading_read(now=now), filters, now=now)
+
+
+def utilisation_history(*, filters: DashboardFilters, now):
+    return history_for(history_reading_read(now=now), filters)
 
 
 @pytest.fixture
@@ -73,7 +78,6 @@ def test_without_prometheus_url_the_clusters_with_their_own_are_still_read(
     only_env = utilisation_now(filters=DashboardFilters(pool="env"), now=timezone.now())
     assert only_env.error is None and asked(prometheuses)["global"] == 2
     settings.PROMETHEUS_URL = ""
-    cache.clear()
     assert utilisation_now(filters=DashboardFilters(pool="env"), now=timezone.now()).error == (
         NOT_CONFIGURED
     )
@@ -83,7 +87,7 @@ def test_the_heatmap_asks_each_prometheus_for_its_own_cards(fleet, prometheuses)
     now = timezone.now()
     rows, _pages = dashboard.node_heatmap(filters=DashboardFilters(), now=now)
     prometheuses["train"].stop()
-    cells, why = heatmap_utilisation(rows=rows, now=now)
+    cells, why = heatmap_utilisation(rows=rows, reading=cards_reading_read(now=now))
     assert why is None
     assert asked(prometheuses) == {"global": 2, "train": 0, "infer": 2}
     titles = {r.hostname: r.cells[0].title for r in cells}

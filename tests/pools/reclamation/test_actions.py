@@ -170,6 +170,26 @@ def test_reclaim_now_ends_an_unused_allocation_and_lowers_the_quota(
     assert len(mail.outbox) == 1 and "2 card(s)" in mail.outbox[0].subject
 
 
+def test_reclaim_now_leaves_the_e_mail_to_a_task(
+    world, admin, monkeypatch, django_capture_on_commit_callbacks
+):
+    """Reclaim now is a request: it queues the team's e-mail (no mail server in the request)
+    and the task sends it: one message, 2 cards reclaimed, to the team's one address."""
+    from pools.jobs import IDLE_RECLAIMED_EMAIL
+    from pools.reclamation import tasks
+    from pools.reclamation.services import scan
+
+    queued = []
+    monkeypatch.setattr(scan, "enqueue_on_commit", lambda name, *args: queued.append((name, *args)))
+    with django_capture_on_commit_callbacks(execute=True):
+        finding = idle_finding_reclaim_now(finding=world["finding"], actor=admin)
+    assert mail.outbox == [] and queued[-1] == (IDLE_RECLAIMED_EMAIL, finding.pk)
+    assert tasks.idle_reclaimed_email_task(finding.pk) == 1
+    assert len(mail.outbox) == 1 and "2 card(s)" in mail.outbox[0].subject
+    assert mail.outbox[0].to == ["alice@example.com"]
+    assert tasks.idle_reclaimed_email_task(finding.pk + 10_000) == 0  # gone: nothing sent
+
+
 def test_reclaim_now_shrinks_to_the_cards_in_use_and_can_be_undone(
     world_one_in_use, admin, django_capture_on_commit_callbacks
 ):
