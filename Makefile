@@ -81,6 +81,7 @@ bench: install services
 	$(BIN)/python benchmarks/recurring.py
 	$(BIN)/python benchmarks/dashboards.py
 	$(BIN)/python benchmarks/reclamation.py
+	BENCH_NODES=12600 $(BIN)/python benchmarks/reclamation.py  # 100,800 GPUs (issue 29)
 	$(BIN)/python benchmarks/device_summaries.py
 	$(BIN)/python benchmarks/sqlite_burst.py
 	$(BIN)/python benchmarks/fleet.py

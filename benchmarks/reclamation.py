@@ -32,15 +32,15 @@ opens the findings, the later ones update them. Reported: p50/max wall seconds, 
 per scan of this process and of Prometheus (the numbers the machine's load does not change),
 PromQL requests per scan (counted at the adapter's HTTP transport), devices, verdicts checked
 against the mix, peak RSS, and where the time of one more, instrumented scan goes: Prometheus
-answering (gzip as the adapter asks, and uncompressed), JSON decoding, building ``Series``
+answering (plain JSON as the adapter asks, and gzip-compressed), JSON decoding, building ``Series``
 and ``DeviceUsage``, attributing series to groups, evaluating them, recording each group (SQL,
 COMMIT, ORM), and the garbage collector's pauses. Prometheus is stopped and its directory deleted.
 
 Target: a scan under 10 s with a number of PromQL queries that does not grow with the fleet.
 Run: ``.venv/bin/python benchmarks/reclamation.py`` (PostgreSQL on 127.0.0.1:5432, Debian's
-``prometheus``/``promtool``); ``BENCH_NODES`` (a multiple of 200) makes a smaller fleet,
-``BENCH_PROFILE=1`` prints a cProfile of one scan, ``BENCH_PROM_TIMEOUT_S`` (30) is the adapter's
-timeout per request.
+``prometheus``/``promtool``); ``BENCH_NODES`` (a multiple of 200) sets the fleet's size
+(``make bench`` runs 2,000 and 12,600: 16,000 and 100,800 GPUs), ``BENCH_PROFILE=1`` prints a
+cProfile of one scan, ``BENCH_PROM_TIMEOUT_S`` (30) is the adapter's timeout per request.
 """
 
 from __future__ import annotations
@@ -481,9 +481,10 @@ class SqlTimer:
 
 def fetch_breakdown(url: str, *, now: datetime) -> dict[str, float]:
     """The scan's summary queries (:func:`scheduler_adapters.prometheus.summary_queries`, one
-    30 min window) taken apart: each whole answer over HTTP (gzip, as the adapter's httpx
-    client asks), its bytes, JSON decoding (collector paused, as the adapter does), and
-    building the devices from the decoded answers (``device_summaries``, wall and CPU s)."""
+    30 min window) taken apart: each whole answer over HTTP (plain JSON, as the adapter asks
+    unless ``PROMETHEUS_COMPRESS``; and gzip-compressed, for comparison), its bytes, JSON
+    decoding (collector paused, as the adapter does), and building the devices from the
+    decoded answers (``device_summaries``, wall and CPU s)."""
     import httpx
 
     from scheduler_adapters.prometheus import device_summaries, summary_queries
@@ -496,11 +497,13 @@ def fetch_breakdown(url: str, *, now: datetime) -> dict[str, float]:
     answers = {}
     with httpx.Client(base_url=url, timeout=60) as client:
         for name, query in queries.items():
+            params = {"query": query, "time": at, "timeout": "30s"}
+            started = time.perf_counter()
+            client.get("/api/v1/query", params=params, headers={"Accept-Encoding": "gzip"})
+            out["http gzip"] += time.perf_counter() - started
             started = time.perf_counter()
             response = client.get(
-                "/api/v1/query",
-                params={"query": query, "time": at, "timeout": "30s"},
-                headers={"Accept-Encoding": "gzip"},
+                "/api/v1/query", params=params, headers={"Accept-Encoding": "identity"}
             )
             out["http"] += time.perf_counter() - started
             out["bytes"] += len(response.content)
@@ -763,10 +766,15 @@ def run(prom_dir: Path, rows: list[tuple[str, str, str, str]]) -> None:
         ("one instrumented scan", scan["scan"], "the parts below add up to it"),
         ("gpu_usage_summary", scan["summary"], "instant queries, one value per device each"),
         (
-            "  Prometheus: whole answers, gzip",
+            "  Prometheus: whole answers, plain JSON",
             parts["http"],
             f"{parts['queries']:.0f} queries (30 min window), {parts['results']:,.0f} values, "
             f"{mib:.1f} MiB of JSON",
+        ),
+        (
+            "  the same, gzip-compressed",
+            parts["http gzip"],
+            "Accept-Encoding: gzip (PROMETHEUS_COMPRESS=1), not in the scan's figures",
         ),
         ("  JSON decoding", parts["json"], "json.loads, collector paused"),
         (

@@ -64,8 +64,24 @@ and the predicted rate imply (:func:`request_flops`: the FLOPs the estimator cou
 request) and their share of the card's dense tensor peak at the run's precision - which rows the
 model thinks compute bound, and how far from its peak each really ran.
 
+**Implied batch** (``--implied-batch``): per saturated row, the batch the estimator admits, the
+fewest sequences at which its steady rate reaches the measured one (:func:`implied_batch`), and
+the KV memory per card of each - how far a row's error could be the KV budget. Llama 4
+Maverick FP8 on eight 80 GB H100 (issue 34): the published rates need 102-266 sequences, 5.0-7.8
+GiB of KV per card, where the model leaves 26.5 GiB and admits 420-1,155; on eight H200 they
+need 32-58 GiB of the 81.1 modelled. A reservation the engine makes besides the weights would
+take the same GiB on both cards; these gaps (19-22 GiB on H100, 26-49 on H200 at the same
+length pairs) do not, and the
+ones trtllm-bench's own limits imply are small: its ``max_num_tokens`` for these cells is
+2,048-5,632 tokens per rank, whose profiling pass (``KvCacheCreator.estimate_max_tokens``,
+NVIDIA/TensorRT-LLM ``tensorrt_llm/_torch/pyexecutor/_util.py`` @d8ae02caed59708512e5aa578a09
+bb09f365bfed: KV = fraction x (total - peak of that pass, NCCL and CUDA graphs included)) sizes
+activations of well under the 3 GiB the model reserves. Scored with attention DP the gaps are
+5-8 GiB (H100) and 23-43 GiB (H200) at those pairs: not a memory term either.
+
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
-[--hard-roofline] [--attention-dp] [--achieved]``; exit status 0 when the targets hold, else 1.
+[--hard-roofline] [--attention-dp] [--achieved] [--implied-batch]``; exit status 0 when the
+targets hold, else 1.
 """
 
 from __future__ import annotations
@@ -131,7 +147,19 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: rounds of the admitted batch over their published request count (:func:`finite_run_tok_s`)
 #: gives 11.2 % / 41.2 %: W4A4 Blackwell 17.0 / 65.2 -> 14.5 / 55.9 %, 8-bit Hopper 16.9 /
 #: 71.0 -> 16.7 / 55.6 %; the default 227 rows do not move (none is a saturated fixed-length
-#: run of a stated size but issue 6294's, +44.0 -> +43.4 %), so neither do the bands.
+#: run of a stated size but issue 6294's, +44.0 -> +43.4 %), so neither do the bands. NVFP4
+#: routed experts streaming at the share of the bandwidth TensorRT-LLM's MoE op reaches in
+#: NVIDIA's published kernel tables (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``, 0.397, not 0.8):
+#: 11.2 / 41.2 -> 11.6 / 38.1 %, W4A4 Blackwell 14.5 / 55.9 -> 13.7 / 42.7 %, 16-bit Hopper
+#: 11.8 / 40.6 -> 9.6 / 33.0 %, 8-bit Hopper 16.7 / 55.6 -> 16.2 / 55.6 %, rows above 30 %
+#: 52 -> 50; the fit on every source goes back from efficiency 0.60 and TensorRT-LLM overlap
+#: 1.0 to 0.55 and 1.5 (the default rows' own fit). In this set batch-1 goes 7.6 / 13.5 ->
+#: 9.0 / 15.3 %: its folds' shared efficiency was 0.60 only because the Blackwell MoE cells
+#: pulled it up, and the remaining Hopper MoE cells now pull it to 0.50 (the default rows,
+#: without MoE cells, fit 0.55 and do not move). The same tables rule out the grouped GEMMs on
+#: Hopper: TensorRT-LLM's FP8 MoE op at the Llama 4 and Qwen3 shapes takes 0.8-1.3 x the time
+#: the model gives it at 64-4,096 tokens (H100, H200), so Llama 4 on eight H100 (+65 ... +158 %)
+#: is not short of MoE time.
 DATASET_2026_MOE = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_moe.json"
 DATASETS = (DATASET, DATASET_2026)
 #: ``--attention-dp``: score the rows whose notes say the run enabled attention data parallelism
@@ -158,6 +186,9 @@ DATASETS = (DATASET, DATASET_2026)
 #: layer, 2-54 us per token and 2-26 x the modelled all-gather / reduce-scatter, so no
 #: per-layer latency or NVLink volume fits it; capping the attention-DP batch at the TP
 #: layout's KV-limited one (an experiment, not cited) leaves the same rows at median +44 %.
+#: With the NVFP4 experts' stream share (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``) all rows
+#: go to 12.1 % / 45.8 % (W4A4 Blackwell 14.5 / 48.9 %, 8-bit Hopper 20.2 / 60.8 %): the
+#: Blackwell cells are no longer the gap, the Hopper FP8 ones still are.
 ATTENTION_DP_NOTE = "enable_attention_dp"
 SCORE_ATTENTION_DP = [False]
 TARGET_MEDIAN = 12.0
@@ -696,6 +727,67 @@ def print_achieved(cases: list[dict]) -> None:
         )
 
 
+def implied_batch(case: dict, engines: dict[str, EngineProfile] | None) -> int | None:
+    """The fewest sequences in flight at which the estimator's steady rate for ``case``'s request
+    reaches the measured output tok/s (bisection over concurrency 1 ... the admitted batch, the
+    rate rising with the batch), or ``None`` when even the admitted batch falls short or the row
+    has no throughput estimate. Set beside the admitted batch it says how much of a row's error
+    the KV memory could carry: Llama 4 Maverick FP8 on eight 80 GB H100 at 128 / 2,048 admits
+    1,062 sequences and reaches the published 10,829 tok/s at 239 (its cross-validation fold) -
+    the KV of 6.0 of the 26.5 GiB per card the model leaves for it."""
+    estimate = case["estimate"]
+    if estimate.throughput is None or not case["measured"]:
+        return None
+
+    def rate(concurrency: int) -> float:
+        fields = {**case["request"], "concurrency": concurrency, "request_rate": None}
+        return _estimate(fields, engines).output_tok_s_total or 0.0
+
+    low, high = 1, max(1, math.floor(estimate.throughput.batch))
+    if rate(high) < case["measured"]:
+        return None
+    if rate(low) >= case["measured"]:
+        return low
+    while high - low > 1:
+        middle = (low + high) // 2
+        if rate(middle) < case["measured"]:
+            low = middle
+        else:
+            high = middle
+    return high
+
+
+def print_implied_batch(cases: list[dict]) -> None:
+    """``--implied-batch``: per saturated row (no stated load), the batch the estimator admits
+    and the one that would give the measured rate (:func:`implied_batch`, with the row's fold),
+    and the KV memory per card of each against the budget the model leaves
+    (``MemoryEstimate.kv_budget_bytes_per_gpu``), GiB."""
+    print()
+    print(
+        f"{'model':<16} {'gpu':<10} {'tp':>2} {'in/out':>11} {'err %':>7} {'admitted':>8} "
+        f"{'implied':>8} {'KV budget GiB':>13} {'implied KV GiB':>14}"
+    )
+    for case in cases:
+        request = case["request"]
+        if case["load"] != "throughput" or request["concurrency"] or request["request_rate"]:
+            continue
+        memory = case["estimate"].memory
+        implied = implied_batch(case, FOLDS.get(case["source"]))
+        admitted = case["estimate"].throughput.batch if case["estimate"].throughput else None
+        # The busiest card holds its attention DP rank's share of the sequences.
+        implied_kv = None
+        if implied is not None:
+            on_card = -(-implied // memory.dp_attention)
+            implied_kv = on_card * memory.kv_bytes_per_sequence_per_gpu / 2**30
+        lengths = f"{request['input_len']}/{request['output_len']}"
+        print(
+            f"{request['model'][:16]:<16} {request['gpu'][:10]:<10} {request['tp']:>2} "
+            f"{lengths:>11} {_num(case['error'], 7, 1)} {_num(admitted, 8)} {_num(implied, 8)} "
+            f"{memory.kv_budget_bytes_per_gpu / 2**30:>13.1f} "
+            f"{_num(implied_kv, 14, 1)}"
+        )
+
+
 def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float, float]]:
     """(regime, rows, median |error| %, P90 |error| %, P10 ratio, P90 ratio) for ``all``, every
     load, load + precision and load + precision + generation present in ``cases``."""
@@ -725,7 +817,12 @@ def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float,
 
 
 def run(
-    datasets: list[Path], *, write_bands: bool = False, quiet: bool = False, achieved: bool = False
+    datasets: list[Path],
+    *,
+    write_bands: bool = False,
+    quiet: bool = False,
+    achieved: bool = False,
+    implied: bool = False,
 ) -> int:
     """Cross-validate on ``datasets`` and print the rows and the table; return 0 when the
     targets hold (median <= 12 %, P90 <= 30 % overall, no regime median above 25 %), else 1.
@@ -811,6 +908,8 @@ def run(
         print(f"  source {name}: median {statistics.median(errors):.1f} % over {len(errors)} rows")
     if achieved:
         print_achieved(cases)
+    if implied:
+        print_implied_batch(cases)
     if write_bands:
         bands = {
             "note": "Written by benchmarks/sizing.py --write-bands from its leave-one-source-out "
@@ -871,6 +970,12 @@ def main() -> int:
         help="print each saturated row's TFLOP/s per card, measured and predicted, and its "
         "share of the card's tensor peak",
     )
+    parser.add_argument(
+        "--implied-batch",
+        action="store_true",
+        help="print each saturated row's admitted batch, the batch that would give the measured "
+        "rate, and the KV memory per card of each",
+    )
     args = parser.parse_args()
     if args.attention_dp:
         if args.write_bands:
@@ -885,6 +990,7 @@ def main() -> int:
         write_bands=args.write_bands,
         quiet=args.quiet,
         achieved=args.achieved,
+        implied=args.implied_batch,
     )
 
 

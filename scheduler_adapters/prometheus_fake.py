@@ -18,6 +18,10 @@ sends, with Prometheus 2.x semantics: ``<fn>(<selector>[<n>s])`` for ``avg_over_
 ``<op> by (<labels>) (<expr>)`` for ``sum``, ``avg``, ``max``, ``min`` and ``count``, nested
 freely. Their results carry no metric name and, after ``by``, only the listed labels that the
 series have (an empty label is an absent one), as Prometheus answers.
+
+:meth:`FakePrometheus.as_transport` puts the same answers behind Prometheus' HTTP API, for a
+real adapter on top: a test then runs the adapter's reading of the JSON too (NUL in a label
+read as U+FFFD), which the fake's :class:`Series` skip.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import re
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import fields, replace
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
+
+import httpx
 
 from scheduler_adapters.errors import SchedulerRejected, SchedulerUnavailable
 from scheduler_adapters.prometheus import (
@@ -256,6 +262,55 @@ class FakePrometheus:
     def close(self) -> None:
         pass
 
+    def as_transport(self) -> httpx.MockTransport:
+        """This fake's :meth:`query` and :meth:`query_range` behind Prometheus' HTTP API
+        (``GET /api/v1/query``, ``/api/v1/query_range``), written as Prometheus writes its JSON
+        (``{"status": "success", "data": {"resultType", "result"}}``, values as strings, a NUL
+        in a label as ``\\u0000``): a real
+        :class:`~scheduler_adapters.prometheus.PrometheusAdapter` on this transport reads the
+        answers as it reads Prometheus', its label cleaning included. ``down``: HTTP 503; an
+        expression the fake cannot evaluate: HTTP 400 with Prometheus' error body."""
+        return httpx.MockTransport(self._answer)
+
+    def _answer(self, request: httpx.Request) -> httpx.Response:
+        params = request.url.params
+        expr = params["query"]
+        try:
+            if request.url.path == "/api/v1/query_range":
+                kind = "matrix"
+                found = self.query_range(
+                    expr,
+                    start=_utc(params["start"]),
+                    end=_utc(params["end"]),
+                    step_s=float(params["step"]),
+                )
+            elif request.url.path == "/api/v1/query":
+                plain = _SELECTOR.match(expr.strip())
+                ranged = not _is_expression(expr) and plain is not None and plain["range"]
+                kind = "matrix" if ranged else "vector"
+                found = self.query(expr, at=_utc(params["time"]))
+            else:
+                return httpx.Response(404, text="404 page not found")
+        except SchedulerUnavailable:
+            return httpx.Response(503, text="Service Unavailable")
+        except SchedulerRejected as exc:
+            error = {"status": "error", "errorType": "bad_data", "error": str(exc)}
+            return httpx.Response(400, json=error)
+        result = []
+        for item in found:
+            metric = (
+                {"__name__": item.metric, **dict(item.labels)} if item.metric else dict(item.labels)
+            )
+            points = [
+                [s.timestamp, "NaN" if s.value is None else repr(s.value)] for s in item.samples
+            ]
+            if kind == "vector":
+                result.append({"metric": metric, "value": points[-1]})
+            else:
+                result.append({"metric": metric, "values": points})
+        body = {"status": "success", "data": {"resultType": kind, "result": result}}
+        return httpx.Response(200, json=body)
+
     def _check_up(self) -> None:
         if self.down:
             raise SchedulerUnavailable(
@@ -325,6 +380,11 @@ class FakePrometheus:
             if latest and latest[-1].value is not None:
                 out.append((item.labels, latest[-1].value))
         return out
+
+
+def _utc(unix: str) -> datetime:
+    """A query parameter's Unix time (``"1759658400.000"``) as an aware datetime."""
+    return datetime.fromtimestamp(float(unix), tz=UTC)
 
 
 def _is_expression(expr: str) -> bool:

@@ -467,6 +467,11 @@ class AllocationViewSet(viewsets.ReadOnlyModelViewSet):
     @extend_schema(request=ReasonSerializer, responses=AllocationSerializer)
     @action(detail=True, methods=["post"])
     def release(self, request, pk=None):
+        """Team managers and pool admins: end the allocation now (cancelled when its window
+        has not opened); its extensions, granted or waiting, are cancelled. An allocation
+        with a Slurm reservation (``scheduler_binding.reservation``) ends it too, and
+        slurmctld then ends the jobs still running in it (slurm.conf ResvOverRun: 0 minutes
+        by default)."""
         allocation = self.get_object()
         permissions.require_manager(request.user, allocation.team)
         form = ReasonSerializer(data=request.data)

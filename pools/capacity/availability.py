@@ -436,6 +436,11 @@ def _supply_reason(option: Option, reads: _Reads, ask: _Ask) -> str | None:
     if ask.cuda and not option.schedulable:
         return f"no driver group of {option.pool.name} supports CUDA {ask.cuda}"
     if option.free < ask.card_count:
+        if option.free == option.usable:  # nothing held: the pool is too small
+            return (
+                f"all {option.usable} usable cards free in that window, fewer than the "
+                f"{ask.card_count} asked"
+            )
         return f"only {option.free} of {option.usable} cards free in that window"
     return None
 

@@ -167,12 +167,17 @@ def metrics_adapter(
 ) -> PrometheusAdapter | None:
     """The Prometheus of ``url``, else of ``cluster`` (:func:`metrics_url`: its
     ``prometheus_url``, blank = ``settings.PROMETHEUS_URL``), else ``settings.PROMETHEUS_URL``,
-    with ``timeout_s`` seconds per query (default ``PROMETHEUS_TIMEOUT_S``, 30 s), or ``None``
+    with ``timeout_s`` seconds per query (default ``PROMETHEUS_TIMEOUT_S``, 30 s), answers
+    gzip-compressed when ``PROMETHEUS_COMPRESS`` is on (default off: plain JSON), or ``None``
     when no URL is configured. The caller closes it."""
     url = url or metrics_url(cluster)
     if not url:
         return None
-    return PrometheusAdapter(url, timeout_s=float(timeout_s or settings.PROMETHEUS_TIMEOUT_S))
+    return PrometheusAdapter(
+        url,
+        timeout_s=float(timeout_s or settings.PROMETHEUS_TIMEOUT_S),
+        compress=settings.PROMETHEUS_COMPRESS,
+    )
 
 
 def dashboard_metrics(url: str | None = None) -> PrometheusAdapter | None:
@@ -183,7 +188,12 @@ def dashboard_metrics(url: str | None = None) -> PrometheusAdapter | None:
     if not url:
         return None
     timeout_s = float(settings.PROMETHEUS_DASHBOARD_TIMEOUT_S)
-    return PrometheusAdapter(url, timeout_s=timeout_s, connect_timeout_s=min(2.0, timeout_s))
+    return PrometheusAdapter(
+        url,
+        timeout_s=timeout_s,
+        connect_timeout_s=min(2.0, timeout_s),
+        compress=settings.PROMETHEUS_COMPRESS,
+    )
 
 
 def reset() -> None:

@@ -8,7 +8,11 @@ from __future__ import annotations
 from django import forms
 
 from pools.clusters.models import Cluster
-from pools.clusters.services import CONNECTION_FIELDS, EDITABLE_FIELDS
+from pools.clusters.services import (
+    CONNECTION_FIELDS,
+    EDITABLE_FIELDS,
+    pinned_api_version_validator,
+)
 from pools.common.choices import CredentialKind
 
 # The fields of the unique constraints: refused by the service with the other cluster named,
@@ -71,6 +75,12 @@ class ClusterForm(forms.ModelForm):
             for name in CONNECTION_FIELDS:
                 self.fields[name].disabled = True
                 self.fields[name].help_text = "From the environment variables."
+
+    def clean_api_version(self) -> str:
+        value = self.cleaned_data["api_version"]
+        if value != self.instance.api_version:  # a stored pin is the check's to mark
+            pinned_api_version_validator(value)
+        return value
 
     def _get_validation_exclusions(self):
         return {*super()._get_validation_exclusions(), *_SERVICE_CHECKED}

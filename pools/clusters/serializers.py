@@ -6,7 +6,7 @@ from rest_framework import serializers
 
 from pools.clusters import selectors
 from pools.clusters.models import SUMMARY_STATUSES, Cluster
-from pools.clusters.services import EDITABLE_FIELDS
+from pools.clusters.services import EDITABLE_FIELDS, pinned_api_version_validator
 from pools.common.choices import CredentialKind
 
 STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
@@ -51,6 +51,11 @@ class ClusterSerializer(serializers.ModelSerializer):
         read_only_fields = (*STATUS_FIELDS, *HEALTH_FIELDS, "class_qos_problem")
         # The conditional unique constraints are the service's to refuse (409 naming the other).
         validators = []
+
+    def validate_api_version(self, value: str) -> str:
+        if value != getattr(self.instance, "api_version", ""):  # a stored pin: the check's mark
+            pinned_api_version_validator(value)
+        return value
 
     def validate_credential_kind(self, value: str) -> str:
         current = getattr(self.instance, "credential_kind", None)

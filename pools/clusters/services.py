@@ -39,6 +39,7 @@ from pools.common.validators import single_line_text_validator
 from pools.jobs import CLUSTER_CHECK, enqueue_on_commit
 from pools.tenancy.permissions import may_see_cluster_details
 from scheduler_adapters.errors import SchedulerError
+from scheduler_adapters.slurm.dialects import DIALECTS, known_versions
 
 # The fields a connection is made of: the environment's clusters take them from the settings.
 CONNECTION_FIELDS = (
@@ -305,6 +306,19 @@ def _credential_expiry(cluster: Cluster) -> datetime | None:
         return credential_expiry(cluster_settings(cluster))
     except (OSError, ValueError):
         return None
+
+
+def pinned_api_version_validator(value: str) -> None:
+    """Refuse a pinned slurmrestd API version the Slurm adapter does not speak
+    (:data:`~scheduler_adapters.slurm.dialects.DIALECTS`), naming the ones it does; empty (the
+    newest both know) passes. The cluster page and the API run it on a pin entered or changed;
+    a row stored with one is kept, and its check says ``scheduler_unsupported_api_version``."""
+    if value and value not in DIALECTS:
+        raise ValidationError(
+            f"The portal's Slurm adapter speaks {known_versions()}; {value!r} is none of them "
+            "(empty: the newest both know).",
+            code="unsupported_api_version",
+        )
 
 
 def _reason(error: Exception) -> str:

@@ -689,8 +689,13 @@ def _capacity_reasons(ask: Ask, check: _Check) -> list[Reason]:
             said = away_reason(_away_nodes(inside))
             text += f": {said})" if said else ")"
         out = counts.down + counts.drained
-        if out or counts.maintenance:
-            text += f"; not counted: {out} down or drained, {counts.maintenance} under maintenance"
+        uncounted = [
+            f"{n} {what}"
+            for n, what in ((out, "down or drained"), (counts.maintenance, "under maintenance"))
+            if n
+        ]
+        if uncounted:
+            text += f"; not counted: {', '.join(uncounted)}"
         reasons.append(
             Reason(
                 "free_cards",
@@ -855,7 +860,14 @@ def _alternative(
     at = earliest_start(option, cards=cards, shape=shape, start=ask.start, length=ask.length)
     price = _price(option, cards, ask)
     what = f"{cards} {option.model.name} in {option.pool_name}"
-    when = "free now" if fits else (f"from {stamp(at)}" if at else "not within a year")
+    if fits:
+        when = "free now"
+    elif at is not None:
+        when = f"from {stamp(at)}"
+    elif cards > option.usable:  # as the when rows say it (_when_text)
+        when = f"never (the pool has {option.usable} usable)"
+    else:
+        when = "not within a year"
     text = f"{what}: {free} free, {when}"
     if price["window_total"] is not None:
         text += f", {price['window_total']} {price['currency']} for the window"

@@ -14,7 +14,9 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   in FP4 on Blackwell at the share of the FP4 peak published MoE-layer kernels reach
   (:data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE`, 14 %), and FP4 on Blackwell at most at the share
   published dense NVFP4 GEMMs reach (:data:`DENSE_FP4_GEMM_PEAK_SHARE`, 34 %), not the
-  efficiency of the other tensor rates; a mixture of experts adds the activation
+  efficiency of the other tensor rates, and its NVFP4 routed experts' weights streaming at the
+  share of the bandwidth published MoE kernels reach (:data:`MOE_FP4_WEIGHT_STREAM_SHARE`,
+  0.397, :func:`weight_stream_s`); a mixture of experts adds the activation
   traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
   max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
   efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
@@ -508,6 +510,50 @@ def linear_flops_rate(
 #: the maintainer naming the quantisation kernels and the small GEMM sizes of MoE layers. The
 #: measurement is one card type; other FP4 cards get the same share of their own peak.
 MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
+
+
+#: Share of a card's peak memory bandwidth at which a mixture of experts' routed-expert weights
+#: stream in NVFP4 on Blackwell, against :data:`BANDWIDTH_EFFICIENCY` (0.8) for every other
+#: weight - a published kernel measurement, not an end-to-end fit: NVIDIA's aiconfigurator
+#: tables of TensorRT-LLM's fused MoE op (``CutlassFusedMoE`` forward: routing, input
+#: quantisation, both grouped GEMMs, activation, finalize), ai-dynamo/aiconfigurator
+#: @095f58a5 ``aic-core/src/aiconfigurator_core/systems/data/{b200_sxm,gb200}/moe/trtllm/
+#: 1.3.0rc20/moe_perf.parquet`` (latency in ms per op, balanced routing, MoE TP 1). Where the
+#: op is weight-stream bound - 2 to 32 rows per local expert - its local experts' NVFP4 bytes
+#: (E / EP x 3 x hidden x I x 4.5 / 8, scales included) over its latency reach a median 0.397
+#: of the 8 TB/s peak (the median of the medians of the 164 (card, shape, EP) groups holding at
+#: least 100 MB of them; Llama 4 Maverick's shape at EP 8 on a B200: 1.13 GB in 0.41 ms, 0.34).
+#: The FP8 op at the same shapes and token counts takes only 1 / 0.84 as long (median of the
+#: NVFP4 / FP8 latency ratio over 68 shape groups a card), not 1 / 0.5625 as its bytes would:
+#: the NVFP4 kernels do not turn the smaller weights into a shorter stream at decode's row
+#: counts. The FP8 op on Hopper meets :data:`BANDWIDTH_EFFICIENCY` (H100 / H200, Llama 4 Maverick
+#: at EP 8: 0.84 of peak), which is why only NVFP4 experts get this share.
+MOE_FP4_WEIGHT_STREAM_SHARE = 0.397
+
+
+def routed_fp4_stream_bytes(
+    *, model: ModelArch, precision: Precision, gpu: GpuSpec, tokens: float
+) -> float:
+    """The part of :func:`decode_weight_bytes` (and of :func:`dp_weight_bytes`, which counts the
+    routed experts once) that streams at :data:`MOE_FP4_WEIGHT_STREAM_SHARE` of the bandwidth:
+    :func:`routed_expert_bytes` for a mixture of experts in NVFP4 on a card with FP4 tensor
+    cores, else 0."""
+    if precision.name != "NVFP4" or not fp4_dense_tflops(gpu):
+        return 0.0
+    return routed_expert_bytes(model=model, precision=precision, tokens=tokens)
+
+
+def weight_stream_s(*, weight_bytes: float, routed_fp4_bytes: float, bandwidth: float) -> float:
+    """Seconds to stream ``weight_bytes`` from memory on cards of ``bandwidth`` B/s of peak in
+    all: ``routed_fp4_bytes`` of them (:func:`routed_fp4_stream_bytes`) at
+    :data:`MOE_FP4_WEIGHT_STREAM_SHARE` of it, the rest at :data:`BANDWIDTH_EFFICIENCY`.
+    Qwen3-30B-A3B NVFP4 on one B200 (8 TB/s) with every expert touched: 48 x 128 x 3 x 2,048 x
+    768 x 4.5 / 8 = 16,307,453,952 B of experts take 16,307,453,952 / (8e12 x 0.397) =
+    5.1346 ms instead of 2.5480 ms."""
+    rest = weight_bytes - routed_fp4_bytes
+    return rest / (bandwidth * BANDWIDTH_EFFICIENCY) + routed_fp4_bytes / (
+        bandwidth * MOE_FP4_WEIGHT_STREAM_SHARE
+    )
 
 
 def routed_expert_flops_rate(
@@ -1234,6 +1280,13 @@ def replica_throughput(
         prefill_weights = dp_weight_bytes(
             model=model, precision=precision, tokens=new_input, dp_attention=dp
         )
+        prefill_memory_s = weight_stream_s(
+            weight_bytes=prefill_weights,
+            routed_fp4_bytes=routed_fp4_stream_bytes(
+                model=model, precision=precision, gpu=gpu, tokens=new_input
+            ),
+            bandwidth=bandwidth,
+        )
         # The routed experts' multiplies spread over every card (expert parallelism), the rest
         # on the rank's tp / d cards: dp times as long.
         routed_flops = 2 * routed_active_params(model) * new_input
@@ -1248,7 +1301,7 @@ def replica_throughput(
             gpu=gpu,
             tp=tp,
             tokens=new_input,
-            memory_s=prefill_weights / effective_bandwidth,
+            memory_s=prefill_memory_s,
             compute_s=prefill_linear_s,
             flops_rate=flops_rate,
             effective_bandwidth=effective_bandwidth,
@@ -1256,7 +1309,7 @@ def replica_throughput(
         )
         prefill_alone_s = (
             overlapped_s(
-                prefill_weights / effective_bandwidth,
+                prefill_memory_s,
                 prefill_compute_s,
                 profile.gemm_overlap_exponent,
             )
@@ -1299,7 +1352,14 @@ def replica_throughput(
             / output_tokens
             * (prefill_attention_flops + encoder_flops_per_request)
         )
-        memory_s = weights_read / effective_bandwidth
+        # NVFP4 routed experts stream slower than the other weights (MOE_FP4_WEIGHT_STREAM_SHARE).
+        memory_s = weight_stream_s(
+            weight_bytes=weights_read,
+            routed_fp4_bytes=routed_fp4_stream_bytes(
+                model=model, precision=precision, gpu=gpu, tokens=tokens
+            ),
+            bandwidth=bandwidth,
+        )
         # Decode-only steps multiply a CUDA graph's padded batch (engines.EngineProfile).
         padding = (
             cuda_graph_padding_tokens(

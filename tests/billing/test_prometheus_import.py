@@ -12,7 +12,7 @@ from factories import AllocationFactory, TeamFactory
 from billing.choices import ChargeBasis, UsageSource, UsageUnit
 from billing.models import UsageRecord
 from billing.services.prometheus_import import usage_import_kubernetes, usage_import_vllm_tokens
-from scheduler_adapters.prometheus import Sample, Series
+from scheduler_adapters.prometheus import PrometheusAdapter, Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
 pytestmark = pytest.mark.django_db
@@ -169,7 +169,14 @@ def token_rows():
     return [(r.team.slug, r.served_model, r.unit, r.month, r.quantity) for r in rows]
 
 
-def test_counter_reset_mid_window(nlp):
+def over_http(fake: FakePrometheus) -> PrometheusAdapter:
+    """The real adapter reading ``fake``'s answers as Prometheus' JSON (its label cleaning
+    included), where the fake alone hands the importer :class:`Series` directly."""
+    return PrometheusAdapter("http://prom.test:9090", transport=fake.as_transport())
+
+
+@pytest.mark.parametrize("through", [lambda fake: fake, over_http], ids=["fake", "http"])
+def test_counter_reset_mid_window(nlp, through):
     # prompt: 100 → 250 → 30 (restart) → 80 = 150 + 30 + 50 = 230; output 10 → 40 = 30.
     t = utc(2026, 10, 5, 10)
     fake = FakePrometheus(series=[
@@ -178,6 +185,7 @@ def test_counter_reset_mid_window(nlp):
         counter("vllm:generation_tokens_total", "team-nlp", "qwen",
                 [(t, 10), (t + timedelta(minutes=3), 40)]),
     ])  # fmt: skip
+    fake = through(fake)
     window = {"start": utc(2026, 10, 5), "end": utc(2026, 10, 6), "now": utc(2026, 10, 7)}
     first = usage_import_vllm_tokens(metrics=fake, **window)
     assert token_rows() == [
@@ -187,6 +195,27 @@ def test_counter_reset_mid_window(nlp):
     assert all(r.basis == ChargeBasis.TOKENS for r in UsageRecord.objects.all())
     again = usage_import_vllm_tokens(metrics=fake, **window)
     assert (first.records_created, again.records_created, again.records_unchanged) == (2, 0, 2)
+
+
+def test_a_nul_in_a_served_model_name_is_stored_as_the_replacement_character(nlp):
+    """A pod's ``model_name="qwen\\x00"`` (label values are any UTF-8): PostgreSQL's text
+    refuses NUL, so the whole import failed until the adapter read it as U+FFFD. Through the
+    real adapter on Prometheus' JSON; 0 → 7 prompt tokens: 7, under ``qwen\\ufffd``."""
+    points = [(utc(2026, 10, 5, 10), 0), (utc(2026, 10, 5, 10, 1), 7)]
+    fake = FakePrometheus(
+        series=[counter("vllm:prompt_tokens_total", "team-nlp", "qwen\x00", points)]
+    )
+
+    report = usage_import_vllm_tokens(
+        metrics=over_http(fake), start=utc(2026, 10, 5), end=utc(2026, 10, 6),
+        now=utc(2026, 10, 7),
+    )  # fmt: skip
+
+    assert (report.records_created, report.issues) == (1, [])
+    assert token_rows() == [
+        ("nlp", "qwen\ufffd", UsageUnit.INPUT_TOKENS, date(2026, 10, 1), Decimal(7))
+    ]
+    assert UsageRecord.objects.get().source_id.startswith("vllm:team-nlp:qwen\ufffd:")
 
 
 def test_tokens_split_at_month_boundary_and_unknown_namespace(nlp):

@@ -130,47 +130,35 @@ def test_the_admin_add_page_keeps_a_new_currency_from_the_first_of_a_month(admin
     assert list(RateCard.objects.values_list("currency", flat=True)) == ["EUR", "USD"]
 
 
-def test_the_admin_change_page_refuses_a_currency_that_mixes_a_month(admin_page):
+@pytest.mark.parametrize(
+    ("post", "refused_in", "kept"),
+    [
+        # GBP from 1 Mar to 10 May: May would hold GBP and the USD card from the 10th
+        (("USD March", "GBP", "2026-03-01"), "2026-05", ("USD March", "USD", date(2026, 3, 1))),
+        # moved to July, the EUR card runs on to 10 May, where the other USD card starts
+        (("USD March", "USD", "2026-07-01"), "2026-05", ("USD March", "USD", date(2026, 3, 1))),
+        # from April: March is EUR only, April and May USD only
+        (("USD from April", "USD", "2026-04-01"), None,
+         ("USD from April", "USD", date(2026, 4, 1))),
+    ],
+    ids=["currency-mixes-may", "move-lets-eur-run-on", "within-the-rules"],
+)  # fmt: skip
+def test_the_admin_change_page_refuses_only_a_change_that_mixes_a_month(
+    admin_page, post, refused_in, kept
+):
+    """The March card of :func:`_three_cards` changed on the admin's change page: refused
+    (the form again, its currency error naming the month) or saved (a redirect)."""
     _eur, march, _may = _three_cards()
 
-    response = admin_page.post(
-        f"/admin/billing/ratecard/{march.pk}/change/",
-        _card_post("USD March", "GBP", "2026-03-01"),
-    )
+    response = admin_page.post(f"/admin/billing/ratecard/{march.pk}/change/", _card_post(*post))
 
-    # GBP from 1 Mar to 10 May: May would hold GBP and the USD card from the 10th
-    assert response.status_code == 200
-    assert "2026-05" in response.context["adminform"].form.errors["currency"][0]
+    if refused_in is None:
+        assert response.status_code == 302
+    else:
+        assert response.status_code == 200
+        assert refused_in in response.context["adminform"].form.errors["currency"][0]
     march.refresh_from_db()
-    assert march.currency == "USD"
-
-
-def test_the_admin_change_page_refuses_a_move_that_lets_the_card_before_run_on(admin_page):
-    _eur, march, _may = _three_cards()
-
-    response = admin_page.post(
-        f"/admin/billing/ratecard/{march.pk}/change/",
-        _card_post("USD March", "USD", "2026-07-01"),
-    )
-
-    # moved to July, the EUR card runs on to 10 May, where the other USD card starts
-    assert response.status_code == 200
-    assert "2026-05" in response.context["adminform"].form.errors["currency"][0]
-    march.refresh_from_db()
-    assert march.effective_from == date(2026, 3, 1)
-
-
-def test_the_admin_change_page_keeps_a_change_within_the_rules(admin_page):
-    _eur, march, _may = _three_cards()
-
-    response = admin_page.post(
-        f"/admin/billing/ratecard/{march.pk}/change/",
-        _card_post("USD from April", "USD", "2026-04-01"),
-    )
-
-    assert response.status_code == 302
-    march.refresh_from_db()
-    assert (march.name, march.effective_from) == ("USD from April", date(2026, 4, 1))
+    assert (march.name, march.currency, march.effective_from) == kept
 
 
 def test_the_admin_refuses_a_delete_that_lets_the_card_before_run_into_another_currency(

@@ -98,7 +98,8 @@ def test_the_request_panel_offers_six_a100_and_no_whole_h100_nvl(mig_pool, a100,
     assert set(by_model) == {"a100_80g_sxm"}  # no whole H100 NVL: the pool offers none
     a100_option = by_model["a100_80g_sxm"]
     assert (a100_option.total, a100_option.usable, a100_option.free) == (6, 6, 6)
-    assert a100_option.reasons == ["only 6 of 6 cards free in that window"]
+    # nothing held: all 6 are free, and still fewer than the 8 asked (was "only 6 of 6")
+    assert a100_option.reasons == ["all 6 usable cards free in that window, fewer than the 8 asked"]
     end = start + timedelta(days=7)
     # read now, and from the snapshot the approval queue loads once for many requests
     for snapshot in (None, CapacitySnapshot.load(start=start, end=end)):

@@ -109,6 +109,32 @@ def test_a_bad_time_zone_is_a_400_on_its_field(admin_api):
     assert not Cluster.objects.exists()
 
 
+def test_a_pin_the_adapter_does_not_speak_is_a_400_listing_those_it_does(admin_api):
+    """The versions of scheduler_adapters/slurm/v0_0_*.py, oldest first."""
+    response = admin_api.post(URL, new_slurm(api_version="v9.9.9"), format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "api_version": [
+            "The portal's Slurm adapter speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42, v0.0.43, "
+            "v0.0.44, v0.0.45; 'v9.9.9' is none of them (empty: the newest both know)."
+        ]
+    }
+    assert not Cluster.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_a_stored_pin_the_adapter_does_not_speak_is_kept_but_not_entered_anew(admin_api):
+    ClusterFactory(slug="c", api_version="v0.0.36")
+
+    kept = admin_api.patch(f"{URL}c/", {"site": "fra-1", "api_version": "v0.0.36"}, format="json")
+    refused = admin_api.patch(f"{URL}c/", {"api_version": "v0.0.37"}, format="json")
+
+    assert kept.status_code == 200
+    assert (refused.status_code, list(refused.json()["errors"])) == (400, ["api_version"])
+    cluster = Cluster.objects.get(slug="c")
+    assert (cluster.site, cluster.api_version) == ("fra-1", "v0.0.36")
+
+
 def test_check_records_the_connection_now(admin_api):
     ClusterFactory(slug="c", credential_path="/nonexistent")
 

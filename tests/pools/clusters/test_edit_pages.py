@@ -117,8 +117,13 @@ def test_an_api_url_is_kept_in_one_spelling(admin_page):
         ({"time_zone": "Nowhere/Else"}, "time_zone",
          "Not a time zone: 'Nowhere/Else' (e.g. Europe/Berlin)."),
         ({"slurm_user": ""}, "slurm_user", "A slurm cluster needs its slurm user."),
+        # the versions of scheduler_adapters/slurm/v0_0_*.py, oldest first
         ({"api_version": "42"}, "api_version",
-         "An API version looks like v0.0.42 (empty: discover)."),
+         "The portal's Slurm adapter speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42, v0.0.43, "
+         "v0.0.44, v0.0.45; '42' is none of them (empty: the newest both know)."),
+        ({"api_version": "v9.9.9"}, "api_version",
+         "The portal's Slurm adapter speaks v0.0.38, v0.0.40, v0.0.41, v0.0.42, v0.0.43, "
+         "v0.0.44, v0.0.45; 'v9.9.9' is none of them (empty: the newest both know)."),
         ({"credential_kind": "kubeconfig"}, "credential_kind",
          "A slurm cluster's credentials are a jwt-key or token-file."),
         # the web process and the Celery workers need not share a working directory
@@ -143,6 +148,27 @@ def test_fields_that_do_not_fit_are_field_errors(admin_page, extra, field, messa
     assert response.status_code == 200
     assert response.context["form"].errors[field] == [message]
     assert not Cluster.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_a_pin_the_adapter_speaks_is_kept(admin_page):
+    admin_page.post(NEW, slurm(api_version="v0.0.41"))
+
+    assert Cluster.objects.get(slug="legacy").api_version == "v0.0.41"
+
+
+def test_a_stored_pin_the_adapter_does_not_speak_does_not_block_other_edits(admin_page):
+    """A row saved before the page refused the pin: its check marks it
+    (scheduler_unsupported_api_version); an edit of its site keeps the pin, a new pin is
+    refused."""
+    ClusterFactory(slug="c", name="C", slurm_cluster_name="c", api_version="v0.0.36")
+    kept = slurm(slug="c", name="C", slurm_cluster_name="c", api_version="v0.0.36")
+
+    assert admin_page.post("/clusters/c/edit/", {**kept, "site": "fra-1"}).status_code == 302
+    refused = admin_page.post("/clusters/c/edit/", {**kept, "api_version": "v0.0.37"})
+
+    assert list(refused.context["form"].errors) == ["api_version"]
+    cluster = Cluster.objects.get(slug="c")
+    assert (cluster.site, cluster.api_version) == ("fra-1", "v0.0.36")
 
 
 def test_an_edit_is_audited_before_and_after_and_keeps_the_slug(admin_page):

@@ -197,7 +197,9 @@ def test_a_url_answering_another_api_is_unreachable(apiservers, tmp_path):
     assert cluster.status_reason.startswith("scheduler_")
 
 
-def test_an_unsupported_pinned_version_is_unreachable(tmp_path):
+def test_a_stored_pin_the_adapter_does_not_speak_is_marked_unreachable(tmp_path):
+    """The page and the API refuse such a pin (test_api, test_edit_pages); a row stored with
+    one before is kept, and its check says why it cannot connect."""
     key = tmp_path / "jwt.key"
     key.write_bytes(b"k" * 32)
     cluster = ClusterFactory(slug="pinned", credential_path=str(key), api_version="v0.0.36")

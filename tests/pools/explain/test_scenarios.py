@@ -348,7 +348,10 @@ def test_a_maintenance_window_counts_as_cards_away_in_the_explanation(
 
 def test_more_cards_than_the_pool_has_says_all_are_free_and_too_few(api_as, bob, fleet):
     """1,000 A100 a week after every allocation has ended: nothing is held, all 48 usable are
-    free and still fewer than asked — said so, not "only 48 of 48 … held by 0 teams"."""
+    free and still fewer than asked — said so, not "only 48 of 48 … held by 0 teams"; the 16
+    down or drained are not counted, and no "0 under maintenance" is said. Instead: the 48
+    A100 free now, then 1,000 H800, which never fit: the pool has 40 (not "not within a
+    year")."""
     start = fleet["start"] + timedelta(days=6)
     data = api_as(bob).post(URL, body(start, card_count=1000), format="json").json()
 
@@ -356,7 +359,13 @@ def test_more_cards_than_the_pool_has_says_all_are_free_and_too_few(api_as, bob,
     assert (reason["data"]["free"], reason["data"]["usable"], reason["data"]["held_peak"]) == (
         48, 48, 0,
     )  # fmt: skip
-    assert reason["text"].startswith(
+    assert reason["text"] == (
         "all 48 A100 SXM4 80GB cards in Training are free for the whole window, fewer than the "
-        "1000 asked"
+        "1000 asked; not counted: 16 down or drained"
+    )
+    assert [(r["kind"], r["gpu_model"], r["card_count"]) for r in data["where_instead"]] == [
+        ("fewer_cards", "a100_80g_sxm", 48), ("other_model", "h800_sxm", 1000),
+    ]  # fmt: skip
+    assert data["where_instead"][1]["text"].startswith(
+        "1000 H800 SXM5 in Training: 40 free, never (the pool has 40 usable)"
     )

@@ -134,6 +134,26 @@ def test_form_panel_offers_alternatives_as_prefilled_links(world):
     assert 'value="h800_sxm" selected' in filled
 
 
+def test_form_panel_for_more_cards_than_the_pool_has(world):
+    """100 A100 from start + 3 d (vision's 12 have ended): all 16 are free and fewer than
+    asked. The list of reasons starts each with a capital, as the budget's does; 100 H800,
+    of which the pool has 16, are never free (it said "not within a year")."""
+    local = timezone.localtime(world["start"] + timedelta(days=3))
+    fields = {
+        "team": "nlp", "kind": "cards", "workload_kind": "training", "pool": "train-slurm",
+        "gpu_model": "a100_80g_sxm", "card_count": "100",
+        "starts_at": local.strftime("%Y-%m-%dT%H:%M"),
+        "ends_at": (local + timedelta(days=7)).strftime("%Y-%m-%dT%H:%M"),
+    }  # fmt: skip
+    html = _client(world["bob"]).get("/requests/explain/", fields).content.decode()
+
+    assert (
+        '<li data-code="free_cards">All 16 A100 SXM4 80GB cards in Training are free for the '
+        "whole window, fewer than the 100 asked</li>"
+    ) in html
+    assert "100 H800 SXM5 in Training: 16 free, never (the pool has 16 usable)" in html
+
+
 def test_form_panel_without_enough_fields_says_what_is_missing(world):
     html = _client(world["bob"]).get("/requests/explain/", {"team": "nlp"}).content.decode()
     assert "Fill in the team" in html

@@ -268,3 +268,44 @@ def test_the_achieved_rate_of_a_row_is_its_requests_flops_per_card():
 
     assert achieved == pytest.approx(192.98506506240)
     assert peak == pytest.approx(1979, abs=1)
+
+
+def _rate_per_sequence(tok_s_per_sequence):
+    """An estimator whose steady rate is ``tok_s_per_sequence`` x the concurrency asked."""
+
+    def estimate(fields, engines):
+        return SimpleNamespace(output_tok_s_total=tok_s_per_sequence * fields["concurrency"])
+
+    return estimate
+
+
+def test_the_implied_batch_is_the_fewest_sequences_that_reach_the_measured_rate(monkeypatch):
+    """100 tok/s per sequence, 1,062 sequences admitted: 22,550 tok/s needs 225.5, so 226
+    sequences (225 give 22,500); 22,500 needs exactly 225; 120,000 is above what the 1,062
+    admitted give (106,200): no batch; 50 tok/s is reached by one sequence already."""
+    monkeypatch.setattr(bench, "_estimate", _rate_per_sequence(100.0))
+    admitted = SimpleNamespace(throughput=SimpleNamespace(batch=1062.4))
+    request = {"concurrency": None, "request_rate": None, "output_len": 2048}
+
+    def case(measured):
+        return {"estimate": admitted, "measured": measured, "request": request}
+
+    assert bench.implied_batch(case(22_550.0), None) == 226
+    assert bench.implied_batch(case(22_500.0), None) == 225
+    assert bench.implied_batch(case(120_000.0), None) is None
+    assert bench.implied_batch(case(50.0), None) == 1
+
+
+def test_no_implied_batch_without_a_throughput_estimate_or_a_measurement(monkeypatch):
+    monkeypatch.setattr(bench, "_estimate", _rate_per_sequence(100.0))
+    request = {"concurrency": None, "request_rate": None}
+    no_fit = SimpleNamespace(throughput=None)
+    fits = SimpleNamespace(throughput=SimpleNamespace(batch=10.0))
+
+    assert (
+        bench.implied_batch({"estimate": no_fit, "measured": 500.0, "request": request}, None)
+        is None
+    )
+    assert (
+        bench.implied_batch({"estimate": fits, "measured": None, "request": request}, None) is None
+    )

@@ -30,8 +30,11 @@ from pools.sizing.throughput import (
     precision_on_gpu,
     prefill_flops,
     replica_throughput,
+    routed_expert_bytes,
     routed_expert_flops_rate,
+    routed_fp4_stream_bytes,
     weight_bytes_read,
+    weight_stream_s,
 )
 
 FP16 = precision_parse("FP16")
@@ -554,8 +557,9 @@ def test_a_compute_bound_nvfp4_moe_prefill_runs_its_routed_experts_at_the_moe_ke
         card_bandwidth=8000e9 * BANDWIDTH_EFFICIENCY,
         gathered=False,
     )
-    # The multiplies outlast the weight stream (30.5 B weights at 4.5 bits: ~17 GB, 2.7 ms).
-    assert compute_s > 17.2e9 / (8000e9 * BANDWIDTH_EFFICIENCY)
+    # The multiplies outlast the weight stream (30.5 B weights at 4.5 bits: ~17 GB, of which
+    # the 16.3 GB of experts stream at the NVFP4 MoE share: 5.1 ms).
+    assert compute_s > 17.2e9 / (8000e9 * 0.397)
     kernel_s = 48 * HARD_MAX.step_overhead_s_per_layer
     assert estimate.ttft_ms == pytest.approx((compute_s + glue_s + kernel_s) * 1e3)
     assert linear_compute_s(
@@ -610,3 +614,55 @@ def test_fp4_compute_shares_name_the_published_kernel_rates_the_run_multiplies_a
     assert fp4_compute_shares(model=qwen_moe, precision=nvfp4, efficiency=0.1) == (0.1, 0.1)
     fp8 = precision_parse("FP8")
     assert fp4_compute_shares(model=qwen_moe, precision=fp8, efficiency=0.5) == (None, None)
+
+
+def test_nvfp4_routed_experts_stream_at_the_published_moe_kernel_share_of_the_bandwidth():
+    """Qwen3-30B-A3B NVFP4 on one B200 (8,000 GB/s), 4,096 tokens touch every expert: 48 MoE
+    layers x 128 experts x 3 x 2,048 x 768 weights at 4.5 bits = 16,307,453,952 B, streamed at
+    0.397 of the peak (aiconfigurator's TensorRT-LLM MoE op tables): 5.1346 ms, not the
+    2.5480 ms of the other weights' 0.8. FP8, a dense model, or a card without FP4 tensor
+    cores: nothing streams at the NVFP4 share."""
+    qwen, b200 = model_preset("qwen3_30b_a3b"), gpu_spec("b200")
+    nvfp4 = precision_parse("NVFP4")
+    experts = 48 * 128 * 3 * 2048 * 768 * 4.5 / 8
+    assert experts == 16_307_453_952
+    routed = routed_fp4_stream_bytes(model=qwen, precision=nvfp4, gpu=b200, tokens=4096)
+    assert routed == pytest.approx(experts, rel=1e-12)
+    assert routed == routed_expert_bytes(model=qwen, precision=nvfp4, tokens=4096)
+    seconds = weight_stream_s(weight_bytes=experts, routed_fp4_bytes=routed, bandwidth=8000e9)
+    assert seconds == pytest.approx(5.13459e-3, rel=1e-5)
+    # The rest of the bytes keep BANDWIDTH_EFFICIENCY: 1e9 more bytes add 1e9 / 6.4e12 s.
+    more = weight_stream_s(weight_bytes=experts + 1e9, routed_fp4_bytes=routed, bandwidth=8000e9)
+    assert more - seconds == pytest.approx(1e9 / 6.4e12)
+
+    fp8 = precision_parse("FP8")
+    assert routed_fp4_stream_bytes(model=qwen, precision=fp8, gpu=b200, tokens=4096) == 0
+    dense = model_preset("llama3_70b")
+    assert routed_fp4_stream_bytes(model=dense, precision=nvfp4, gpu=b200, tokens=4096) == 0
+    h100 = gpu_spec("h100_sxm")
+    assert routed_fp4_stream_bytes(model=qwen, precision=nvfp4, gpu=h100, tokens=4096) == 0
+
+
+def test_a_weight_bound_nvfp4_moe_step_streams_its_experts_at_the_moe_kernel_share():
+    """Llama 4 Scout NVFP4 on one B200, 8 sequences of 128 / 128: a step of a few dozen tokens
+    multiplies far less than it streams, so under the hard roofline its GEMM time less the MoE
+    glue is the weight stream alone: the NVFP4 experts its tokens touch at 0.397 of 8,000 GB/s
+    plus every other weight byte at 0.8."""
+    nvfp4 = precision_parse("NVFP4")
+    scout = model_preset("llama4_scout")
+    estimate = replica(
+        "llama4_scout",
+        gpu="b200",
+        precision=nvfp4,
+        kv_bits=8,
+        batch=8,
+        input_tokens=128,
+        output_tokens=128,
+    )
+    routed = routed_expert_bytes(model=scout, precision=nvfp4, tokens=estimate.tokens_per_step)
+    whole = decode_weight_bytes(model=scout, precision=nvfp4, tokens=estimate.tokens_per_step)
+    assert estimate.weight_bytes_read_per_step == pytest.approx(whole)
+    stream_ms = (
+        (whole - routed) / (8000e9 * BANDWIDTH_EFFICIENCY) + routed / (8000e9 * 0.397)
+    ) * 1e3
+    assert estimate.gemm_ms - estimate.moe_glue_ms == pytest.approx(stream_ms)

@@ -63,3 +63,46 @@ def test_the_menu_shows_pool_admin_links_to_pool_admins(people):
         page = _page(user, "/")
         assert ('href="/requests/queue/"' in page) == (who == "admin"), who
         assert ('href="/dashboard/"' in page) == (who == "admin"), who
+
+
+RESERVATION_SENTENCE = (
+    "Its Slurm reservation portal-alloc-{pk} ends too, and Slurm then ends the jobs still "
+    "running in it (slurm.conf ResvOverRun: 0 minutes by default)."
+)
+
+
+@pytest.mark.parametrize(
+    ("binding", "says_so"),
+    [({"reservation": "portal-alloc-{pk}"}, True), ({"reservation": None}, False), ({}, False)],
+)
+def test_the_release_confirmation_says_slurm_ends_jobs_in_the_reservation(people, binding, says_so):
+    """Releasing ends the allocation's reservation; slurmctld ends a job still running in an
+    ended reservation after ResvOverRun (slurm.conf(5), default 0 minutes). An allocation
+    without a reservation (a part-node placement, Kubernetes) keeps only the first sentences."""
+    team, users = people
+    allocation = AllocationFactory(team=team, status="active")
+    allocation.scheduler_binding = {k: v and v.format(pk=allocation.pk) for k, v in binding.items()}
+    allocation.save(update_fields=["scheduler_binding"])
+
+    page = _page(users["manager"], f"/requests/{allocation.request_id}/")
+
+    confirm = (
+        f"Release allocation #{allocation.pk}? Its cards go back to the pool now, and its "
+        "extensions, granted or waiting, are cancelled."
+    )
+    sentence = RESERVATION_SENTENCE.format(pk=allocation.pk)
+    expected = f'data-confirm="{confirm} {sentence}"' if says_so else f'data-confirm="{confirm}"'
+    assert expected in page
+
+
+def test_the_api_release_description_says_slurm_ends_jobs_in_the_reservation(people):
+    client = Client()
+    client.force_login(people[1]["member"])
+    schema = client.get("/api/schema/", {"format": "json"}).json()
+
+    description = schema["paths"]["/api/v1/allocations/{id}/release/"]["post"]["description"]
+    assert " ".join(description.split()).endswith(
+        "An allocation with a Slurm reservation (``scheduler_binding.reservation``) ends it too, "
+        "and slurmctld then ends the jobs still running in it (slurm.conf ResvOverRun: 0 "
+        "minutes by default)."
+    )
