@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import django_filters as filters
 from django import forms
+from drf_spectacular.utils import extend_schema_field
 
 from pools.elastic.models import ScaleEvent
 
@@ -13,6 +14,7 @@ from pools.elastic.models import ScaleEvent
 MAX_ID = 2**63 - 1
 
 
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
 class IdFilter(filters.NumberFilter):
     """A row's id: a whole number from 1 to :data:`MAX_ID`, anything else the filter's 400 (an
     id past SQLite's 64 bits was a 500; ``1.5`` matched id 1)."""

@@ -203,10 +203,16 @@ def test_an_allocation_filter_that_is_no_id_is_a_400_naming_it(admin_api, value)
     assert list(answer.json()["errors"]) == ["allocation"]
 
 
-def test_the_largest_id_is_a_filter_that_matches_nothing(admin_api):
+def test_the_largest_id_is_a_filter_that_matches_nothing_and_the_schema_says_the_range(
+    admin_api,
+):
     answer = admin_api.get("/api/v1/scale-events/?allocation=9223372036854775807")
 
     assert (answer.status_code, answer.json()["count"]) == (200, 0)
+    schema = admin_api.get("/api/schema/", {"format": "json"}).json()
+    [allocation] = [p for p in schema["paths"]["/api/v1/scale-events/"]["get"]["parameters"]
+                    if p["name"] == "allocation"]  # fmt: skip
+    assert allocation["schema"] == {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
 
 
 def test_another_teams_allocation_answers_as_a_missing_one(member_api, member, allocation):
