@@ -34,8 +34,13 @@ from pools.web.api import visible_teams
 FILTERS = [
     OpenApiParameter("team", str, description="Team slug (one the caller may see)."),
     OpenApiParameter("model", str, description="Served model, as the gateway names it."),
-    OpenApiParameter("since", str, description="First day (YYYY-MM-DD) of the tasks' first call."),
-    OpenApiParameter("until", str, description="Last day (YYYY-MM-DD), inclusive."),
+    OpenApiParameter(
+        "since",
+        str,
+        description="First day (YYYY-MM-DD) of the tasks' first call; "
+        "an ISO 8601 date-time counts as the day it names. 2000-01-01 to 2100-12-31.",
+    ),
+    OpenApiParameter("until", str, description="Last day (YYYY-MM-DD), inclusive; as ``since``."),
     OpenApiParameter("ordering", str, enum=list(ORDERINGS), description="Default -cost."),
 ]
 

@@ -24,16 +24,29 @@ ORDERINGS = {
 DEFAULT_DAYS = 30
 
 
+class DayField(forms.DateField):
+    """A day as ``YYYY-MM-DD``; an ISO 8601 date-time (``2026-12-01T09:00:00Z``) is read by the
+    day it names as written, its time and offset dropped, so a year-1 instant is refused for its
+    range (:data:`pools.common.validators.DATE_RANGE_MESSAGE`) as a year-1 day is, not as text
+    that is no date."""
+
+    def to_python(self, value):
+        if isinstance(value, str) and len(value.strip()) > 10 and value.strip()[10] in "Tt ":
+            try:
+                return datetime.fromisoformat(value.strip()).date()
+            except ValueError:
+                pass
+        return super().to_python(value)
+
+
 class TokenFlowFilterForm(forms.Form):
     model = forms.ChoiceField(required=False, label="Served model")
     # The labels are the page's (templates/billing/token_flow.html renders them) and the
     # refusal's (pools.web.pages.filter_refusal names a field by its label).
-    since = forms.DateField(required=False, validators=[date_range_validator],
-                            label="First call from",
-                            widget=IsoDateInput())  # fmt: skip
-    until = forms.DateField(required=False, validators=[date_range_validator],
-                            label="First call until",
-                            widget=IsoDateInput())  # fmt: skip
+    since = DayField(required=False, validators=[date_range_validator],
+                     label="First call from", widget=IsoDateInput())  # fmt: skip
+    until = DayField(required=False, validators=[date_range_validator],
+                     label="First call until", widget=IsoDateInput())  # fmt: skip
     ordering = forms.ChoiceField(required=False, choices=list(ORDERINGS.items()), label="Order")
 
     def __init__(self, *args, models: list[str], today, **kwargs):

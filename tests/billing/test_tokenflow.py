@@ -217,3 +217,26 @@ def test_page_queries_do_not_grow_with_tasks_or_days(flow, team_member, client):
 
     assert response.context["summary"].tasks == 2 + 10
     assert len(many.captured_queries) == len(few.captured_queries)
+
+
+@pytest.mark.parametrize("field", ["since", "until"])
+@pytest.mark.parametrize(
+    "value", ["0001-01-01T00:00:00Z", "9999-12-31", "1999-12-31T23:59:59+01:00"]
+)
+def test_api_dates_out_of_range_say_the_range(flow, team_member, api_as, field, value):
+    """A day before 2000-01-01 or after 2100-12-31 is refused with the range, whether given
+    as a day or as an instant (read by the day it names), for either end of the window."""
+    response = api_as(team_member).get(f"{API}?{field}={value.replace('+', '%2B')}")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {field: ["Dates run from 2000-01-01 to 2100-12-31."]}
+
+
+def test_api_an_instant_filters_by_the_day_it_names(flow, team_member, api_as):
+    """Both tasks are first called on 2026-12-01: an instant on that day selects that day."""
+    response = api_as(team_member).get(
+        f"{API}?team=nlp&since=2026-12-01T23:00:00Z&until=2026-12-01T00:00:00Z"
+    )
+
+    assert response.status_code == 200
+    assert [t["task_id"] for t in response.json()["results"]] == ["A", "B"]
