@@ -32,7 +32,8 @@ One row per statement line. How the portal's charges map:
 - ``ChargeDescription``: the basis, what the line is for as the statement names it (the GPU
   or served model, with the pool for burst-pool card-hours; storage and egress name their pool
   only when they have one), the quantity and its unit: "Reserved card-hours: L40S, 2880
-  card-hours", "Network egress in Rented, 120 gb", "Shared storage, 500 gb-months".
+  card-hours", "Network egress in Rented, 120 gb", "Shared storage, 500 gb-months", the number
+  rounded as ``ConsumedQuantity`` (card-hours to 3 places), trailing zeros dropped.
 
 Nulls are empty cells. Numbers are plain decimals (:func:`pools.web.csv_numbers.plain_number`).
 """
@@ -42,6 +43,7 @@ from __future__ import annotations
 import io
 import json
 from datetime import UTC, date, datetime
+from decimal import Decimal
 
 from django.conf import settings
 
@@ -126,7 +128,10 @@ def focus_rows(statements) -> list[dict[str, str]]:
             correction = line.kind == LineKind.ADJUSTMENT
             # a storage / egress line's label is its basis (and pool): not said twice
             what = line.label if line.basis in _EXTRA_BASES else f"{basis}: {line.label}"
-            description = f"{what}, {line.quantity.normalize():f} {line.unit}"
+            # the quantity rounded as ConsumedQuantity (and PricingQuantity of card-hours), its
+            # trailing zeros dropped: "1766.473 card-hours", "80 card-hours"
+            shown = Decimal(plain_number(line.quantity, places)).normalize()
+            description = f"{what}, {shown:f} {line.unit}"
             if correction:
                 description += f" (late usage of {line.period:%Y-%m})"
             rows.append({

@@ -122,3 +122,18 @@ def test_focus_downloads_keep_to_the_callers_teams(march, client, api_as, django
     answer = api_as(alice).get("/api/v1/statements/focus/")
     assert answer.status_code == 200
     assert {r["SubAccountId"] for r in rows(answer.content.decode())} == {"nlp"}
+
+
+def test_a_description_gives_the_quantity_rounded_as_its_columns(march):
+    """A line of 1766.473333 card-hours (lines keep 6 places): PricingQuantity and
+    ConsumedQuantity give card-hours to 3 places, 1766.473, and so does the description."""
+    line = march.lines.get(position=1)
+    line.quantity = Decimal("1766.473333")
+    line.save()
+
+    reserved = rows(focus_csv([march]))[0]
+
+    assert reserved["PricingQuantity"] == reserved["ConsumedQuantity"] == "1766.473"
+    assert (
+        reserved["ChargeDescription"] == "Reserved card-hours: A100 SXM4 80GB, 1766.473 card-hours"
+    )
