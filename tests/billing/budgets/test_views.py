@@ -113,3 +113,35 @@ def test_alerts_mailed_once_per_threshold_and_period(
     assert mailoutbox[1].subject == "GPU budget of NLP: 100 % reached (2026-03)"
     near.refresh_from_db()
     assert (near.last_alert_period, near.last_alert_percent) == (date(2026, 3, 1), 100)
+
+
+def test_pool_and_gpu_model_filters_are_pickers_and_the_api_keeps_slugs(
+    team, a100, team_member, client, api_as
+):
+    """The page offers pools and GPU models by name (blank: any), sending their slugs; the API
+    reads the same slugs, and an unknown one still matches no budget rather than refusing."""
+    from factories import PoolFactory
+
+    zeta, alpha = PoolFactory(slug="zeta", name="Zeta"), PoolFactory(slug="alpha", name="Alpha")
+    for pool in (zeta, alpha):
+        Budget.objects.create(team=team, pool=pool, period="month", starts_on=date(2026, 1, 1),
+                              card_hours_limit=Decimal(10))  # fmt: skip
+    client.force_login(team_member)
+
+    form = client.get("/costs/budgets/").context["filterset"].form
+    html = str(form["pool"])
+    assert html.startswith('<select name="pool"')
+    assert (
+        html.index('<option value="" selected>Any</option>')
+        < html.index('<option value="alpha">Alpha</option>')
+        < html.index('<option value="zeta">Zeta</option>')
+    )
+    assert f'<option value="{a100.slug}">{a100.name}</option>' in str(form["gpu_model"])
+    picked = client.get("/costs/budgets/?pool=zeta").context["statuses"]
+    assert [s.budget.pool.slug for s in picked] == ["zeta"]
+    api = api_as(team_member)
+    assert [b["pool"] for b in api.get("/api/v1/budgets/?pool=alpha").json()["results"]] == [
+        "alpha"
+    ]
+    unknown = api.get("/api/v1/budgets/?pool=nowhere")
+    assert (unknown.status_code, unknown.json()["count"]) == (200, 0)
