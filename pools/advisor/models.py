@@ -8,6 +8,7 @@ from django.db import models
 from django.db.models import Q
 
 from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, SeverityChoice
+from pools.advisor.evidence import evidence_rows
 from pools.capacity.models import Allocation
 from pools.tenancy.models import Team, team_owned
 
@@ -85,6 +86,11 @@ class AdvisorFinding(models.Model):
     def __str__(self) -> str:
         subject = f"allocation #{self.allocation_id}" if self.allocation_id else str(self.team)
         return f"{self.rule} on {subject} ({self.status})"
+
+    def evidence_rows(self) -> list[tuple[str, str]]:
+        """The evidence as pages show it, ``(label, value with unit)``
+        (:func:`pools.advisor.evidence.evidence_rows`)."""
+        return evidence_rows(self.evidence)
 
 
 class AdvisorRun(models.Model):

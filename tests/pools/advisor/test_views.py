@@ -93,9 +93,16 @@ def test_the_advisor_page_lists_every_team_for_pool_admins(admin_page, findings)
     page = admin_page.get("/advisor/")
     text = page.content.decode()
     assert page.status_code == 200
-    assert "Preemptions, KV cache or framebuffer full" in text and "preemptions" in text
+    assert "Preemptions, KV cache or framebuffer full" in text
     table = text[text.index("<tbody>") :]
     assert table.index("Critical") < table.index("Warning")  # most urgent first
+    # evidence in words with units, counts whole (stored: buckets 61, preemptions 2874.0;
+    # the factory's batching finding: minutes 20, gpu_util_pct_mean 25.0)
+    assert "<dt>Preemptions</dt><dd>2\u202f874</dd>" in table
+    assert "<dt>Five-minute intervals</dt><dd>61</dd>" in table
+    assert "<dt>GPU utilisation, mean</dt><dd>25.0\u00a0%</dd>" in table
+    assert "2874.0" not in table and "gpu_util_pct_mean" not in table
+    assert "seeds" not in text
     empty = admin_page.get("/advisor/", {"rule": "cold_start"})
     assert "No findings match these filters." in empty.content.decode()
 

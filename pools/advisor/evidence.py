@@ -1,0 +1,120 @@
+"""A finding's evidence as pages show it: each number the rules store (:mod:`pools.advisor.rules`,
+keys in their units: ``_pct`` 0-100, ``_s`` seconds, ``_mib`` MiB, ``_share`` 0-1) under a label
+in words with its unit, counts as whole numbers. The API and the CSV keep the rules' keys and
+values. Pure: no ORM."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+Shown = Callable[[object], str]
+
+
+def _number(value: object, places: int) -> str:
+    """Grouped as money and statement quantities are: a narrow no-break space (``3 456``)."""
+    return f"{value:,.{places}f}".replace(",", "\u202f")
+
+
+def _count(value: object) -> str:
+    return _number(round(value), 0)
+
+
+def _unit(unit: str, places: int) -> Shown:
+    """``places`` decimals, then the unit after a no-break space (none when ``unit`` is "")."""
+    return lambda value: _number(value, places) + (f"\u00a0{unit}" if unit else "")
+
+
+def _share(value: object) -> str:
+    """A share 0-1 as a percentage: 0.125 -> "12.5 %"."""
+    return f"{_number(value * 100, 1)}\u00a0%"
+
+
+def _times(value: object) -> str:
+    return f"{_number(value, 2)}×"
+
+
+def _yes_no(value: object) -> str:
+    return "yes" if value else "no"
+
+
+def _words(value: object) -> str:
+    return str(value)
+
+
+TRIGGERS = {
+    "growth": "input grows call by call",
+    "tool_returns": "long tool returns",
+    "low_cache": "few prompt-cache hits",
+    "retries": "many retries",
+}
+
+
+def _triggers(names: object) -> str:
+    return ", ".join(TRIGGERS.get(name, name) for name in names)
+
+
+def _gains(gains: object) -> str:
+    """Latency removed by each scale-up, a share 0-1 (negative: it rose); ``None`` unknown."""
+    return ", ".join("unknown" if g is None else _share(g) for g in gains)
+
+
+# key: (label, how its value is shown). Labels say what the number is over: "mean", "max".
+EVIDENCE: dict[str, tuple[str, Shown]] = {
+    "minutes": ("Lasting", _unit("min", 0)),
+    "buckets": ("Five-minute intervals", _count),
+    "days": ("Days", _count),
+    "gpu_util_pct_mean": ("GPU utilisation, mean", _unit("%", 1)),
+    "util_above_pct": ("Utilisation above", _unit("%", 0)),
+    "requests_waiting_mean": ("Requests waiting, mean", _unit("", 1)),
+    "requests_waiting_max": ("Requests waiting, most", _count),
+    "kv_cache_usage_pct_max": ("KV cache used, most", _unit("%", 1)),
+    "kv_full_buckets": ("Intervals with the KV cache full", _count),
+    "preemptions": ("Preemptions", _count),
+    "fb_used_pct_max": ("Framebuffer used, most", _unit("%", 1)),
+    "fb_free_mib_per_card_first": ("Free framebuffer per card, first day", _unit("MiB", 0)),
+    "fb_free_mib_per_card_last": ("Free framebuffer per card, last day", _unit("MiB", 0)),
+    "tok_s_per_busy_card_first": ("Tokens/s per busy card, first day", _unit("tokens/s", 1)),
+    "tok_s_per_busy_card_last": ("Tokens/s per busy card, last day", _unit("tokens/s", 1)),
+    "spikes": ("Latency spikes", _count),
+    "coinciding": ("Spikes while a neighbour was busy", _count),
+    "itl_p95_s_median": ("Inter-token latency p95, median", _unit("s", 3)),
+    "itl_p95_s_max": ("Inter-token latency p95, most", _unit("s", 3)),
+    "neighbours": ("Neighbouring workloads", _count),
+    "shared": ("Neighbours share its", _words),
+    "hosts": ("Nodes", lambda hosts: ", ".join(hosts)),
+    "nodes": ("Node count", _count),
+    "fast_fabric": ("Fast fabric between the nodes", _yes_no),
+    "nvlink_bytes_s_max": ("NVLink traffic, most", lambda v: _unit("MB/s", 1)(v / 1e6)),
+    "tasks": ("Agent tasks", _count),
+    "calls_per_task_mean": ("Calls per task, mean", _unit("", 1)),
+    "input_growth": ("Input tokens, last call ÷ first", _times),
+    "tool_return_tokens_mean": ("Tool-return tokens, mean", _unit("tokens", 0)),
+    "cached_share": ("Input tokens from the prompt cache", _share),
+    "retry_share": ("Calls that were retries", _share),
+    "triggers": ("Signs", _triggers),
+    "events": ("Scale events", _count),
+    "reversals": ("Reversed within twice the cooldown", _count),
+    "cooldown_s": ("Cooldown", _unit("s", 0)),
+    "scale_ups": ("Scale-ups", _count),
+    "latency_gain_per_up": ("Latency removed by each scale-up", _gains),
+    "ttft_p95_s_after": ("Time to first token p95 after, most", _unit("s", 2)),
+    "ttft_p95_s_baseline": ("Time to first token p95 before", _unit("s", 2)),
+    "ttft_p95_s_max": ("Time to first token p95, most", _unit("s", 1)),
+    "error_share_after": ("Requests failing after", _share),
+    "window_s": ("Looked at for", _unit("s", 0)),
+    "e2e_p95_s_mean": ("End-to-end latency p95, mean", _unit("s", 1)),
+}
+
+
+def evidence_rows(numbers: Mapping[str, object]) -> list[tuple[str, str]]:
+    """``(label, value)`` of each stored number, in the rule's order: ``None`` is "unknown", a
+    key with no label is shown as it is stored (a rule newer than this map)."""
+    rows = []
+    for key, value in numbers.items():
+        label, shown = EVIDENCE.get(key, (key, _words))
+        try:
+            text = "unknown" if value is None else shown(value)
+        except (TypeError, ValueError):
+            text = str(value)
+        rows.append((label, text))
+    return rows
