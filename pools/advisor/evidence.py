@@ -26,7 +26,7 @@ def _unit(unit: str, places: int) -> Shown:
 
 def _share(value: object) -> str:
     """A share 0-1 as a percentage: 0.125 -> "12.5 %"."""
-    return f"{_number(value * 100, 1)}\u00a0%"
+    return f"{_number(round(value * 100, 1) + 0.0, 1)}\u00a0%"  # + 0.0: no "-0.0 %"
 
 
 def _times(value: object) -> str:
@@ -40,6 +40,9 @@ def _yes_no(value: object) -> str:
 def _words(value: object) -> str:
     return str(value)
 
+
+# a word joiner after the slash: a narrow column breaks before "tokens/s", not inside it
+TOKENS_PER_S = "tokens/\u2060s"
 
 TRIGGERS = {
     "growth": "input grows call by call",
@@ -73,8 +76,8 @@ EVIDENCE: dict[str, tuple[str, Shown]] = {
     "fb_used_pct_max": ("Framebuffer used, most", _unit("%", 1)),
     "fb_free_mib_per_card_first": ("Free framebuffer per card, first day", _unit("MiB", 0)),
     "fb_free_mib_per_card_last": ("Free framebuffer per card, last day", _unit("MiB", 0)),
-    "tok_s_per_busy_card_first": ("Tokens/s per busy card, first day", _unit("tokens/s", 1)),
-    "tok_s_per_busy_card_last": ("Tokens/s per busy card, last day", _unit("tokens/s", 1)),
+    "tok_s_per_busy_card_first": ("Tokens/s per busy card, first day", _unit(TOKENS_PER_S, 1)),
+    "tok_s_per_busy_card_last": ("Tokens/s per busy card, last day", _unit(TOKENS_PER_S, 1)),
     "spikes": ("Latency spikes", _count),
     "coinciding": ("Spikes while a neighbour was busy", _count),
     "itl_p95_s_median": ("Inter-token latency p95, median", _unit("s", 3)),

@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from pools.advisor.choices import LIVE_STATUSES, FindingStatus, RuleChoice, SeverityChoice
 from pools.advisor.evidence import evidence_rows
+from pools.advisor.rules import RULES
 from pools.capacity.models import Allocation
 from pools.tenancy.models import Team, team_owned
 
@@ -112,6 +113,12 @@ class AdvisorRun(models.Model):
 
     def __str__(self) -> str:
         return f"advisor pass {self.started_at:%Y-%m-%d %H:%M}"
+
+    def undecided_by_title(self) -> list[tuple[str, int]]:
+        """``undecided`` as pages show it: ``(rule title, allocations)``, in the rules' order."""
+        return [
+            (i.title, self.undecided[i.rule.value]) for i in RULES if i.rule.value in self.undecided
+        ]
 
 
 class AdvisorDigestOptIn(models.Model):

@@ -36,20 +36,20 @@ def test_memory_decay_gives_mib_and_tokens_per_second():
         ("Days", "5"),
         ("Free framebuffer per card, first day", f"20{NNBSP}480{NBSP}MiB"),
         ("Free framebuffer per card, last day", f"6{NNBSP}144{NBSP}MiB"),
-        ("Tokens/s per busy card, first day", f"812.4{NBSP}tokens/s"),
+        ("Tokens/s per busy card, first day", f"812.4{NBSP}tokens/\u2060s"),
         ("Tokens/s per busy card, last day", "unknown"),
     ]
 
 
 def test_shares_are_percent_and_lists_read_as_words():
-    """cached_share 0.125 = 12.5 %; a scale-up that removed 0.3 of the latency, one that
-    raised it by 0.05, one not measured."""
+    """cached_share 0.125 = 12.5 %; scale-ups that removed 0.3 of the latency, raised it by
+    0.05, changed it by -0.0004 (-0.04 %: 0.0 % to one place, never "-0.0 %"), not measured."""
     rows = dict(
         evidence_rows(
             {
                 "cached_share": 0.125,
                 "triggers": ["growth", "low_cache"],
-                "latency_gain_per_up": [0.3, -0.05, None],
+                "latency_gain_per_up": [0.3, -0.05, -0.0004, None],
                 "fast_fabric": False,
                 "hosts": ["gpu-01", "gpu-02"],
                 "nvlink_bytes_s_max": 2_500_000.0,
@@ -59,7 +59,9 @@ def test_shares_are_percent_and_lists_read_as_words():
 
     assert rows["Input tokens from the prompt cache"] == f"12.5{NBSP}%"
     assert rows["Signs"] == "input grows call by call, few prompt-cache hits"
-    assert rows["Latency removed by each scale-up"] == f"30.0{NBSP}%, -5.0{NBSP}%, unknown"
+    assert rows["Latency removed by each scale-up"] == (
+        f"30.0{NBSP}%, -5.0{NBSP}%, 0.0{NBSP}%, unknown"
+    )
     assert rows["Fast fabric between the nodes"] == "no"
     assert rows["Nodes"] == "gpu-01, gpu-02"
     assert rows["NVLink traffic, most"] == f"2.5{NBSP}MB/s"

@@ -103,6 +103,23 @@ def test_the_advisor_page_lists_every_team_for_pool_admins(admin_page, findings)
     assert "<dt>GPU utilisation, mean</dt><dd>25.0\u00a0%</dd>" in table
     assert "2874.0" not in table and "gpu_util_pct_mean" not in table
     assert "seeds" not in text
+
+
+def test_the_last_pass_names_the_rules_it_could_not_judge(admin_page):
+    from django.utils import timezone
+
+    from pools.advisor.models import AdvisorRun
+
+    now = timezone.now()
+    AdvisorRun.objects.create(started_at=now, evaluated_at=now, allocations=5,
+                              undecided={"cold_start": 1, "batching": 2})  # fmt: skip
+
+    text = admin_page.get("/advisor/").content.decode()
+
+    assert (
+        "5 allocations judged; undecided (signals missing): GPU idle while requests queue (2),"
+        " Slow and failing right after a scale-up (1)."
+    ) in " ".join(text.split())
     empty = admin_page.get("/advisor/", {"rule": "cold_start"})
     assert "No findings match these filters." in empty.content.decode()
 
