@@ -54,13 +54,17 @@ def test_the_empty_state_says_what_is_used_instead(member_page):
     )
 
 
-def test_a_pool_admin_checks_now_and_a_member_cannot(admin_page, member_page):
+def test_a_pool_admin_checks_now_and_a_member_cannot(
+    admin_page, member_page, django_capture_on_commit_callbacks
+):
     ClusterFactory(slug="c", credential_path="/nonexistent/key")
 
-    assert member_page.post("/clusters/c/check/").status_code == 403
-    assert Cluster.objects.get(slug="c").status == ClusterStatus.UNKNOWN
+    with django_capture_on_commit_callbacks(execute=True) as refused:
+        assert member_page.post("/clusters/c/check/").status_code == 403
+    assert Cluster.objects.get(slug="c").status == ClusterStatus.UNKNOWN and refused == []
 
-    response = admin_page.post("/clusters/c/check/")
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        response = admin_page.post("/clusters/c/check/")
 
-    assert response.status_code == 302
+    assert (response.status_code, len(queued)) == (302, 1)
     assert Cluster.objects.get(slug="c").status == ClusterStatus.UNREACHABLE
