@@ -35,7 +35,19 @@ def _read_schema(many: bool) -> PolymorphicProxySerializer:
     )
 
 
+_SAVE_CHECKS = (
+    "Answers with the cluster saved; its connection is checked by a worker, never in the "
+    "request: after a create, or an update that changes a connection field, "
+    "check_pending is true and status / checked_at are still the last check's (never "
+    "checked: unknown). GET status_url until check_pending is false. Fields that do not fit "
+    "are a 400 at once, nothing saved or queued."
+)
+
+
 @extend_schema_view(
+    create=extend_schema(description=f"201. {_SAVE_CHECKS}"),
+    update=extend_schema(description=f"200. {_SAVE_CHECKS}"),
+    partial_update=extend_schema(description=f"200. {_SAVE_CHECKS}"),
     list=extend_schema(
         responses=_read_schema(True),
         description="Pool admins: every field of the cluster. Everyone else: slug, name, kind, "
