@@ -22,6 +22,7 @@ from pools.clusters.services import (
     cluster_delete,
     cluster_update,
 )
+from pools.common.choices import ClusterStatus
 from pools.common.errors import ClusterInUse, DomainError
 from pools.tenancy.permissions import may_see_cluster_details
 from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
@@ -91,6 +92,8 @@ def cluster_check_now(request, slug):
         messages.info(request, f"Checking {cluster.name}'s connection; the list shows the result.")
     elif cluster.is_down:
         messages.warning(request, f"{cluster.name} is unreachable: {cluster.status_reason}")
+    elif cluster.status == ClusterStatus.UNKNOWN:  # an environment cluster with no connection
+        messages.info(request, f"{cluster.name}: {cluster.status_reason}.")
     else:
         messages.success(request, f"{cluster.name} answered.")
     return redirect("pools:cluster-list")
