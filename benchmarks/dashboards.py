@@ -51,11 +51,49 @@ def main() -> None:
         runner.teardown_databases(old)
 
 
+def column_defaults() -> None:
+    """On this throwaway database, each column gets its model field's default (a constant, a
+    list or dict, or the empty string of a text field without one) as the column's default, so
+    that the ``INSERT … SELECT``s below need not name every column a later migration adds
+    (Django keeps field defaults in Python, not in the schema)."""
+    import json
+    from decimal import Decimal
+
+    from django.apps import apps
+
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        for model in apps.get_models():
+            for field in model._meta.concrete_fields:
+                if field.primary_key:
+                    continue
+                if field.has_default() and callable(field.default):
+                    value = field.default()
+                    if not isinstance(value, (list, dict)):
+                        continue  # a clock or a generated value: the SQL sets it
+                else:
+                    value = field.get_default()
+                if value is None:
+                    continue
+                if isinstance(value, (list, dict)):
+                    literal = "'" + json.dumps(value).replace("'", "''") + "'"
+                elif isinstance(value, bool):
+                    literal = "true" if value else "false"
+                elif isinstance(value, (int, float, Decimal)):
+                    literal = str(value)
+                else:
+                    literal = "'" + str(value).replace("'", "''") + "'"
+                cursor.execute(
+                    f"ALTER TABLE {quote(model._meta.db_table)} "
+                    f"ALTER COLUMN {quote(field.column)} SET DEFAULT {literal}"
+                )
+
+
 SQL = """
 INSERT INTO pools_pool (slug, name, description, scheduler, slurm_partition, k8s_node_selector,
-                        overcommit_ratio, created_at)
+                        overcommit_ratio, quota_backend, quota_cohort, burst, created_at)
 SELECT 'pool-' || i, 'Pool ' || i, '', CASE WHEN i % 2 = 0 THEN 'slurm' ELSE 'kubernetes' END,
-       'p' || i, '{{}}', 1.0, now() FROM generate_series(1, 4) i;
+       'p' || i, '{{}}', 1.0, 'resourcequota', '', false, now() FROM generate_series(1, 4) i;
 INSERT INTO pools_drivergroup (branch, min_driver_version, max_driver_version, max_cuda)
 VALUES (535, '535.1', '535.1', '12.2'), (550, '550.1', '550.1', '12.4'),
        (570, '570.1', '570.1', '12.8') ON CONFLICT DO NOTHING;
@@ -92,6 +130,7 @@ def run() -> None:
         .values_list("pk", flat=True)
     )
     started = time.perf_counter()
+    column_defaults()
     with connection.cursor() as cursor:
         cursor.execute(
             SQL.format(

@@ -25,7 +25,14 @@ One row per statement line. How the portal's charges map:
 - ``ProviderName``, ``PublisherName``, ``InvoiceIssuerName``: ``settings.FOCUS_PROVIDER_NAME``
   (the organisation that runs the pool);
 - ``ServiceCategory`` ``AI and Machine Learning`` (FOCUS's allowed value for GPU and model
-  serving), ``ServiceName`` the charge basis (reserved / used / burst card-hours, tokens).
+  serving), but ``Storage`` for shared storage and ``Networking`` for egress (allowed values of
+  ``specification/columns/servicecategory.md``: a finance tool grouping by category would
+  otherwise count storage and egress as GPU spend); ``ServiceName`` the charge basis
+  (reserved / used / burst card-hours, tokens, shared storage, network egress);
+- ``ChargeDescription``: the basis, what the line is for as the statement names it (the GPU
+  or served model, with the pool for burst-pool card-hours; storage and egress name their pool
+  only when they have one), the quantity and its unit: "Reserved card-hours: L40S, 2880
+  card-hours", "Network egress in Rented, 120 gb", "Shared storage, 500 gb-months".
 
 Nulls are empty cells. Numbers are plain decimals (:func:`pools.web.csv_numbers.plain_number`).
 """
@@ -77,6 +84,8 @@ COLUMNS = MANDATORY + CONDITIONAL + CUSTOM
 # storage and egress (issue 35): FOCUS's own unit names for data stored over time and data sent
 _PRICING_UNIT = {"card-hours": "GPU-Hours", "gb-months": "GB-Months", "gb": "GB"}
 _CONSUMED_UNIT = {"card-hours": "GPU-Hours", "gb-months": "GB-Months", "gb": "GB"}
+_SERVICE_CATEGORY = {ChargeBasis.STORAGE: "Storage", ChargeBasis.EGRESS: "Networking"}
+_EXTRA_BASES = frozenset(_SERVICE_CATEGORY)
 
 
 def _utc(instant: datetime) -> str:
@@ -112,11 +121,12 @@ def focus_rows(statements) -> list[dict[str, str]]:
             pricing_unit, consumed_unit = _units(line.unit)
             places = quantity_places(line.unit)
             priced = priced_quantity(line.quantity, line.unit)
-            label = line.gpu_model.name if line.gpu_model_id else line.served_model
             known = line.basis in ChargeBasis.values
             basis = ChargeBasis(line.basis).label if known else line.basis
             correction = line.kind == LineKind.ADJUSTMENT
-            description = f"{basis}: {label}, {line.quantity.normalize():f} {line.unit}"
+            # a storage / egress line's label is its basis (and pool): not said twice
+            what = line.label if line.basis in _EXTRA_BASES else f"{basis}: {line.label}"
+            description = f"{what}, {line.quantity.normalize():f} {line.unit}"
             if correction:
                 description += f" (late usage of {line.period:%Y-%m})"
             rows.append({
@@ -132,7 +142,8 @@ def focus_rows(statements) -> list[dict[str, str]]:
                 "PricingQuantity": plain_number(priced, places) if places
                 else plain_number(priced.normalize()),
                 "PricingUnit": pricing_unit, "ProviderName": provider, "PublisherName": provider,
-                "ServiceCategory": "AI and Machine Learning", "ServiceName": basis,
+                "ServiceCategory": _SERVICE_CATEGORY.get(line.basis, "AI and Machine Learning"),
+                "ServiceName": basis,
                 "ChargeFrequency": "Usage-Based",
                 "ConsumedQuantity": plain_number(line.quantity, places),
                 "ConsumedUnit": consumed_unit, "ContractedUnitPrice": price,

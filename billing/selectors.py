@@ -31,6 +31,7 @@ from billing.pricing import (
     previous_month,
     round_money,
     seconds_in_periods,
+    whole_seconds,
 )
 from billing.rate_periods import month_currency, rate_periods
 from pools.capacity.arithmetic import card_seconds_hours
@@ -171,9 +172,11 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     :data:`~pools.inventory.models.SLICED_CARD`): node up — not down, drained, in maintenance
     or unknown — model recognised, card not in error. A card nobody can be given is not idle
     capacity. Allocations of every pricing method count as held for their wall time inside the
-    month; used card-hours outside allocations are :func:`_used_outside_costs` plus what shared
-    cards' tenants are charged (:func:`shared_card_splits`), so a shared card's part of the
-    pool's idle cost is its idle remainder.
+    month, so the jobs inside one priced on use (used records naming it) are in its held time
+    and not counted again, bar what they used beyond its cards; used card-hours outside
+    allocations are :func:`_used_outside_costs` plus what shared cards' tenants are charged
+    (:func:`shared_card_splits`), so a shared card's part of the pool's idle cost is its idle
+    remainder.
 
     Burst pools (``Pool.burst``: rented cloud capacity, paid per use) carry no idle cost and
     are left out: their cards cost nothing while nobody uses them. The hours counted run from
@@ -256,6 +259,13 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     card-seconds), at the reserved rate of the rate periods they fall in, as capacity is
     (:func:`billing.charges.period_sums` per GPU model: one ``GROUP BY``, not a row per job).
 
+    A used record naming an allocation is a job the Slurm import found inside an allocation
+    priced on use (:func:`billing.services.usage_import._job_piece_record`): that allocation's
+    held time is already allocated, so the job is not counted again here — except what it
+    and the allocation's other jobs used beyond the allocation's cards at any moment (or
+    outside its window, or of an allocation no longer charged): those card-seconds ran on
+    other cards and are added (:func:`_beyond_on_use`).
+
     Such a record names a team and a GPU model but no pool (Slurm accounting gives a partition,
     the Prometheus meter a node, and neither is kept on the record), so it is attributed by its
     model: split over the pools holding that model's counted cards (``capacity``, (pool, model)
@@ -267,7 +277,9 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     records = UsageRecord.objects.filter(
         month=month, basis=ChargeBasis.USED, unit=UsageUnit.CARD_SECONDS, gpu_model__isnull=False
     )
-    sums, _ = period_sums(records, periods, ("gpu_model_id",))
+    sums, _ = period_sums(records.filter(allocation__isnull=True), periods, ("gpu_model_id",))
+    for model_id, seconds in _beyond_on_use(records.filter(allocation__isnull=False), periods):
+        sums[(model_id,)] = [a + b for a, b in zip(sums[(model_id,)], seconds, strict=True)]
     netted: dict[int, Decimal] = defaultdict(Decimal)
     for (model_id,), seconds in sums.items():
         if model_id not in holders:
@@ -277,6 +289,55 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
         for pool_id, cards in holders[model_id].items():
             netted[pool_id] += cost * cards / total
     return netted
+
+
+def _beyond_on_use(records, periods) -> list[tuple[int, list[Decimal]]]:
+    """``(GPU model id, card-seconds per rate period)`` that the used ``records`` naming an
+    allocation ran beyond it: at each moment, the cards of its records in progress (a record's
+    cards: its quantity / its whole seconds) less the cards the allocation held then (its card
+    timeline, :func:`pools.reclamation.card_timeline.card_pieces`, × its card share; none
+    outside its window or when its status is not charged), when more; × the seconds, split
+    over ``periods``. Two queries; the allocations' records are few (their jobs)."""
+    by_allocation: dict[int, list[tuple[datetime, datetime, Fraction]]] = defaultdict(list)
+    for allocation_id, quantity, start, end in records.values_list(
+        "allocation_id", "quantity", "period_start", "period_end"
+    ):
+        seconds = whole_seconds(start, end)
+        if seconds > 0 and quantity > 0:
+            by_allocation[allocation_id].append((start, end, Fraction(quantity) / seconds))
+    if not by_allocation:
+        return []
+    allocations = Allocation.objects.filter(pk__in=list(by_allocation)).select_related("gpu_model")
+    changes = card_changes(list(by_allocation))
+    bounds = [(p.start, p.end) for p in periods]
+    out: list[tuple[int, list[Decimal]]] = []
+    for a in allocations.order_by("id"):
+        held = []
+        if a.status in CHARGED_STATUSES:
+            held = [(p.start, p.end, Fraction(p.cards) * a.card_share)
+                    for p in card_pieces(a, changes.get(a.pk, ()))]  # fmt: skip
+        seconds = [Fraction(0)] * len(bounds)
+        for lo, hi, cards in _steps(by_allocation[a.pk], held):
+            for index, s in enumerate(seconds_in_periods(lo, hi, bounds)):
+                seconds[index] += cards * s
+        out.append((a.gpu_model_id, [Decimal(s.numerator) / s.denominator for s in seconds]))
+    return out
+
+
+def _steps(used, held):
+    """``(start, end, cards)`` of the stretches where the ``used`` intervals (``(start, end,
+    cards)``, overlapping freely) add up to more cards than the ``held`` ones (the same shape):
+    the cards beyond. One sweep over the intervals' edges (pure)."""
+    deltas: dict[datetime, Fraction] = defaultdict(Fraction)
+    for sign, intervals in ((1, used), (-1, held)):
+        for start, end, cards in intervals:
+            deltas[start] += sign * cards
+            deltas[end] -= sign * cards
+    beyond, edges = Fraction(0), sorted(deltas)
+    for lo, hi in zip(edges, edges[1:], strict=False):
+        beyond += deltas[lo]
+        if beyond > 0:
+            yield lo, hi, beyond
 
 
 HELD_CACHE_S = 15 * 60

@@ -367,18 +367,24 @@ class UsageCatalogue:
             self.gpu_partitions.update(p for p in partitions or () if isinstance(p, str))
 
     def _load_reservations(self) -> None:
-        """Set ``reserved``: ``{(team id, GPU model id): [(starts, ends, allocation id)]}`` of
-        the charged reserved allocations of whole cards."""
+        """Set ``reserved`` and ``on_use``: ``{(team id, GPU model id): [(starts, ends,
+        allocation id)]}`` of the charged allocations of whole cards priced by reserved
+        card-hours and on use, in start order."""
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
+        self.on_use: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
+        windows = {PricingMethod.RESERVED: self.reserved, PricingMethod.USED: self.on_use}
         # a reservation of whole cards covers jobs on whole cards (MIG jobs are charged as used)
         for a in (
             Allocation.objects.whole_cards()
-            .filter(pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES)
-            .only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "scheduler_binding")
+            .filter(pricing_method__in=list(windows), status__in=CHARGED_STATUSES)
+            .only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "pricing_method")
+            .order_by("starts_at", "id")
         ):
-            self.reserved[(a.team_id, a.gpu_model_id)].append((a.starts_at, a.ends_at, a.id))
+            windows[a.pricing_method][(a.team_id, a.gpu_model_id)].append(
+                (a.starts_at, a.ends_at, a.id)
+            )
 
     def gpu_model(self, gres_type: str | None, partition: str | None) -> int | None:
         """A typed GRES matches an alias exactly, else the one model of the partition's pool
@@ -399,10 +405,21 @@ class UsageCatalogue:
         """The team's reserved allocation of this model in force at ``at``. Slurm keeps times
         in whole seconds, so a job started in the same second as the allocation (``at`` =
         12:00:05, the allocation from 12:00:05.6) is inside it."""
-        for starts, ends, allocation_id in self.reserved.get((team_id, model_id), ()):
-            if starts.replace(microsecond=0) <= at < ends:
-                return allocation_id
-        return None
+        return _in_force(self.reserved.get((team_id, model_id), ()), at)
+
+    def covering_on_use(self, team_id: int, model_id: int, at: datetime) -> int | None:
+        """The team's allocation of this model priced on use in force at ``at``, matched as
+        :meth:`covering_reservation` matches a reserved one."""
+        return _in_force(self.on_use.get((team_id, model_id), ()), at)
+
+
+def _in_force(windows: Iterable[tuple[datetime, datetime, int]], at: datetime) -> int | None:
+    """The id of the first of ``windows`` (``(starts, ends, allocation id)``) holding ``at``,
+    its start taken to the whole second."""
+    for starts, ends, allocation_id in windows:
+        if starts.replace(microsecond=0) <= at < ends:
+            return allocation_id
+    return None
 
 
 def _gpu_shares(job: JobRecord) -> list[tuple[str | None, str | None, Decimal]]:
@@ -440,7 +457,8 @@ def usage_import_slurm(
 
     Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
     starts, per GRES type: cards × seconds. Jobs inside a reserved allocation of the same team
-    and GPU model are recorded as ``included`` (not charged again); all others as ``used``.
+    and GPU model are recorded as ``included`` (not charged again); all others as ``used``,
+    those inside an allocation priced on use naming it (:func:`_job_piece_record`).
     Problems (unknown account or GPU type, clock skew) are listed in the report; clock skew is
     also kept as a 0 record flagged for review. ``read_issues`` (lines of an accounting file
     that were rejected or noted while reading it) head the report's issues.
@@ -525,14 +543,18 @@ def _job_piece_record(
 ) -> UsageRecord:
     """The card-seconds record of ``cards`` of one GRES entry (``key``, :func:`_gpu_shares`)
     of ``job`` over one month's ``piece`` (``(month, start, end)``): ``included`` in the
-    team's reserved allocation of ``model_id`` in force at the piece's start, else ``used``."""
+    team's reserved allocation of ``model_id`` in force at the piece's start; else ``used``
+    (charged), naming the team's allocation of that model priced on use in force then, if
+    any (its held time is already the pool's allocated time: the idle cost does not count
+    the job again as used outside allocations)."""
     month, piece_start, piece_end = piece
     piece_seconds = int((piece_end - piece_start).total_seconds())
     covering = catalogue.covering_reservation(team_id, model_id, piece_start)
+    inside = covering or catalogue.covering_on_use(team_id, model_id, piece_start)
     return UsageRecord(
         team_id=team_id,
         gpu_model_id=model_id,
-        allocation_id=covering,
+        allocation_id=inside,
         quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
         unit=UsageUnit.CARD_SECONDS,
         basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,

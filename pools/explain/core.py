@@ -1046,7 +1046,7 @@ def _summary(
     instead: Sequence[dict[str, Any]],
 ) -> str:
     if approvable:
-        return f"{ask.cards} cards can be approved as asked."
+        return f"{ask.cards} card{'s' if ask.cards != 1 else ''} can be approved as asked."
     # the first reason that blocks: a budget that warns or leaves it to a pool admin does not
     # (it stays first in ``why_not``), so it is named only when nothing else is
     blocking = [r for r in reasons if not _budget_allows(r)] or list(reasons)

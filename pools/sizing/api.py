@@ -251,4 +251,7 @@ class SizingEstimateViewSet(
         )
         fresh = self.get_queryset().get(pk=estimate.pk)  # the job may have run on commit
         data = SizingEstimateSerializer(fresh, context=self.get_serializer_context()).data
-        return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": data["url"]})
+        # data["url"] is DRF's Hyperlink, a str subclass: WSGI servers want a plain str
+        # (PEP 3333; wsgiref refuses anything else with a 500 after the estimate is saved).
+        location = str(data["url"])
+        return Response(data, status=status.HTTP_202_ACCEPTED, headers={"Location": location})

@@ -41,9 +41,12 @@ document.addEventListener("change", (event) => {
 // on a narrow screen and folds the others (portal.css, .key-cols); a button before it says how
 // many columns are shown and unfolds the rest ("Show all N columns", the table then scrolls in
 // its card). Cells are marked by the columns they span, so colspan rows (empty states, group
-// rows) stay. Run on load and on every fragment htmx swaps in.
+// rows) stay. Run on load and on every fragment htmx swaps in; htmx:load names each top-level
+// element swapped in, which may be the table itself (the request form's "Where it can run").
 function markKeyColumns(root) {
-  root.querySelectorAll("table").forEach((table) => {
+  const tables = Array.from(root.querySelectorAll("table"));
+  if (root instanceof Element && root.matches("table")) tables.unshift(root);
+  tables.forEach((table) => {
     const head = table.tHead && table.tHead.rows[table.tHead.rows.length - 1];
     if (!head || table.dataset.keyCols || !head.querySelector("[data-essential]")) return;
     const essential = new Set();

@@ -14,8 +14,10 @@
     if (model && custom) custom.hidden = model.value !== "custom";
   }
 
-  // "Custom architecture" starts from the preset chosen before it, when its fields are empty.
+  // "Custom architecture" starts from the preset chosen before it, when its fields are empty;
+  // its name then reads "<preset> (modified)" (kept to tell a pasted config.json from edits).
   let lastPreset = null;
+  let presetName = null;
 
   function startCustomFromPreset(select) {
     if (select.value !== "custom") {
@@ -29,14 +31,19 @@
       const key = input.name.replace("custom_model.", "");
       if (config[key] !== null && config[key] !== undefined) input.value = config[key];
     });
+    presetName = config.name || null;
   }
 
-  // A config.json pasted or uploaded replaces the architecture fields (they would override it).
+  // A config.json pasted or uploaded replaces the architecture fields (they would override it),
+  // and the preset's name with them: a pasted Llama config was sized as "Qwen2.5-72B
+  // (modified)". A name the user typed stays.
   function useConfig(textarea) {
     if (!textarea.value.trim()) return;
     document.querySelectorAll("#custom-model input[type=number]").forEach((input) => {
       input.value = "";
     });
+    const name = document.querySelector("#custom-model input[name='custom_model.name']");
+    if (name && presetName !== null && name.value === presetName) name.value = "";
   }
 
   function readUpload(input) {

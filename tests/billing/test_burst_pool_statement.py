@@ -299,6 +299,39 @@ def test_focus_names_the_storage_and_egress_units(team, card):
     assert units == {"storage": "GB-Months", "egress": "GB"}
 
 
+def test_focus_files_storage_and_egress_under_their_own_service_category(
+    team, bursting, card, rented
+):
+    """FOCUS 1.2 ServiceCategory is one of its allowed values by what the service does
+    (``specification/columns/servicecategory.md``): the card-hours are "AI and Machine
+    Learning", shared storage "Storage", egress "Networking" -- a finance tool summing by
+    category reads 160.00 + 81.20 = 241.20 EUR of GPU, 5.00 of storage and 6.00 of network,
+    not 252.20 EUR of GPU. Each description names the line as the statement does: the burst
+    pool's card-hours in their pool, egress in its pool, storage (no pool) by its basis only,
+    never an empty name ("Shared storage: , 250 gb-months")."""
+    from billing.focus import focus_rows
+
+    window = {"start": utc(2026, 10, 1), "end": utc(2026, 11, 1), "now": utc(2026, 11, 2)}
+    usage_import_reservations(**window)
+    usage_import_elastic_burst(**window)
+    extra_charges_import(text=CSV, now=window["now"])
+    statement = statement_build(team=team, month=OCTOBER)
+    rows = {row["x_Basis"]: row for row in focus_rows([statement])}
+    assert {basis: (row["ServiceCategory"], row["BilledCost"]) for basis, row in rows.items()} == {
+        "reserved": ("AI and Machine Learning", "160.00"),
+        "burst-pool": ("AI and Machine Learning", "81.20"),
+        "storage": ("Storage", "5.00"),
+        "egress": ("Networking", "6.00"),
+    }
+    assert {basis: row["ChargeDescription"] for basis, row in rows.items()} == {
+        "reserved": "Reserved card-hours: L40S, 20 card-hours",
+        "burst-pool": "Burst-pool card-hours (elastic, another pool): L40S in Rented, "
+        "28 card-hours",
+        "storage": "Shared storage, 250 gb-months",
+        "egress": "Network egress in Rented, 120 gb",
+    }
+
+
 def test_a_month_with_a_dst_change_is_metered_by_its_real_length(team):
     """Europe/Berlin, October 2026 is 745 h (DST ends on the 25th): 745 GB for its first 10 h
     is 745 x 10 / 745 = 10 GB-months (it was 745 x 10 / 744 = 10.013441 while the month's

@@ -6,6 +6,7 @@ columns scroll. Screenshots go to ``$SCREENSHOT_DIR`` (default: the test's tmp d
 
 from __future__ import annotations
 
+import json
 import os
 from datetime import timedelta
 from decimal import Decimal
@@ -14,10 +15,15 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 from factories import CapacityRequestFactory, MembershipFactory
+from playwright.sync_api import expect
 
 from billing.choices import RateKind
 from billing.services.rates import rate_card_create
 from billing.tokenflow.demo import demo_agent_tasks_load
+from pools.common.choices import Scheduler
+from pools.inventory.models import Pool
+from pools.inventory.services.import_files import inventory_import_file
+from scheduler_adapters.types import InventorySource
 
 pytestmark = pytest.mark.browser
 
@@ -167,4 +173,49 @@ def test_the_queues_budget_row_stays_in_view_with_every_column_shown(
                 )  # fmt: skip
             page.screenshot(path=str(out / f"queue-budget-{width}-{scroll}.png"), full_page=True)
         assert page.evaluate("document.documentElement.scrollWidth") <= width
+        context.close()
+
+
+def test_the_request_forms_pool_options_fold_to_their_key_columns_on_a_phone(
+    browser, live_server, ada, out
+):
+    """The panel "Where it can run" is swapped in over htmx as the form changes, its <table>
+    the top-level element htmx names: at 390 px it kept all 5 columns and its "Fits?" verdict
+    ran past the card's edge. It now folds to Pool, GPU model and Fits? like every phone table,
+    the cue button says so, and the verdict sits inside the card; at 1366 px nothing folds."""
+    labels = {"gpu-pool.example.com/pool": "inference", "nvidia.com/gpu.product": "NVIDIA-L40S",
+              "nvidia.com/gpu.count": "4",
+              "nvidia.com/cuda.driver-version.full": "550.54.15"}  # fmt: skip
+    nodes = [{"kind": "Node", "metadata": {"name": f"inf-{i}", "labels": labels},
+              "status": {"allocatable": {"nvidia.com/gpu": "4"},
+                         "conditions": [{"type": "Ready", "status": "True"}]}}
+             for i in range(2)]  # fmt: skip
+    Pool.objects.create(slug="infer", name="Inference", scheduler=Scheduler.KUBERNETES,
+                        k8s_node_selector={"gpu-pool.example.com/pool": "inference"})  # fmt: skip
+    inventory_import_file(data=json.dumps({"kind": "NodeList", "items": nodes}).encode(),
+                          source=InventorySource.KUBERNETES)  # fmt: skip
+    for width, height in WIDTHS:
+        context, page = _signed_in(browser, live_server, width, height)
+        page.goto(f"{live_server.url}/requests/new/")
+        page.check("input[value=inference]")
+        page.select_option("select[name=gpu_model]", "l40s")
+        verdict = page.locator("#options tbody tr").first.locator("td").last
+        expect(verdict).to_contain_text("eligible")
+        page.wait_for_load_state("networkidle")
+        table = page.locator("#options table")
+        shown = table.locator("thead th:visible")
+        if width < 768:
+            expect(page.locator("#options .cols-cue")).to_have_text(
+                "3 of 5 columns shown · Show all 5"
+            )
+            assert shown.all_inner_texts() == ["Pool", "GPU model", "Fits?"]
+        else:
+            expect(page.locator("#options .cols-cue")).to_be_hidden()
+            assert shown.count() == 5
+        card = page.locator("#options").locator("xpath=ancestor::article").bounding_box()
+        box = verdict.bounding_box()
+        assert box["x"] + box["width"] <= card["x"] + card["width"], (width, box, card)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        table.scroll_into_view_if_needed()
+        page.screenshot(path=str(out / f"request-form-options-{width}.png"))
         context.close()

@@ -236,6 +236,36 @@ def test_an_uploaded_config_json_replaces_the_fields_and_is_sized(signed_in, liv
     expect(page.locator("#results .sizing-errors")).to_have_count(0)
 
 
+def test_a_pasted_config_json_is_not_named_after_the_preset_it_replaced(signed_in, live_server):
+    """Pasting a config.json replaced the preset's fields but kept its name: Qwen3-30B-A3B's
+    config, pasted after starting from Llama-3.1-8B, was sized (30,532,110,336 parameters, as
+    the upload test counts them) as "Llama-3.1-8B (modified)". The config names no model
+    (no ``_name_or_path``), so it is the "Custom model"; a name the user typed is kept."""
+    from pathlib import Path
+
+    config = Path(__file__).resolve().parents[1] / "fixtures" / "hf_configs" / "qwen3_30b_a3b.json"
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    page.select_option("select[name=model]", "custom")
+    name = page.locator("input[name='custom_model.name']")
+    expect(name).to_have_value("Llama-3.1-8B (modified)")
+    textarea = page.locator("textarea[name='custom_model.config']")
+    textarea.fill(config.read_text())
+    textarea.blur()  # a paste is a change once the field is left
+
+    expect(page.locator("#results")).to_contain_text("30,532,110,336 parameters")
+    expect(name).to_have_value("")
+    expect(page.locator("#results")).to_contain_text("(Custom model, BF16)")
+    expect(page.locator("#results")).not_to_contain_text("Llama-3.1-8B")
+
+    name.fill("Qwen3 test")
+    textarea.fill(config.read_text() + "\n")
+    textarea.blur()
+    expect(page.locator("#results")).to_contain_text("(Qwen3 test, BF16)")
+    expect(name).to_have_value("Qwen3 test")
+
+
 @pytest.mark.parametrize("width", [1280, 390])
 def test_pipeline_stages_are_chosen_in_the_parallelism_section(signed_in, live_server, width):
     """Open *Parallelism*, ask for TP 4 x PP 2 (one 8-card node): every sized row reads

@@ -92,6 +92,51 @@ def test_within_budget_passes_silently(team, team_member, train_pool, a100, used
     assert request.budget_verdict == "" and request.budget_reason == ""
 
 
+@pytest.mark.parametrize(
+    ("limits", "refused"),
+    [
+        ({"card_hours_limit": Decimal(110)}, None),  # 30 + 80 = 110, not beyond 110
+        ({"card_hours_limit": Decimal("109.999")}, "card_hours"),  # 110 > 109.999
+        ({"money_limit": Decimal("250.00"), "currency": "EUR"}, None),  # 90 + 160 = 250.00
+        ({"money_limit": Decimal("249.99"), "currency": "EUR"}, "money"),  # a cent over
+    ],
+)
+def test_a_request_reaching_the_limit_exactly_passes_and_one_unit_over_is_refused(
+    team, team_member, train_pool, a100, used_30, limits, refused
+):
+    """The boundary: 30 card-hours used (90.00 EUR at 3.00 on use) + 8 A100 x 10 h = 80
+    card-hours requested (160.00 EUR at the 2.00 reserved price) reach 110 card-hours and
+    250.00 EUR. A limit of exactly that is not passed; a thousandth of a card-hour or a cent
+    less is, and a refusing budget refuses it (and writes nothing)."""
+    Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1),
+                          enforcement="refuse", **limits)  # fmt: skip
+    if refused is None:
+        request = ask(team_member, team, train_pool, a100)
+        assert (request.status, request.budget_verdict) == (RequestStatus.SUBMITTED, "")
+        return
+    with pytest.raises(BudgetExceeded) as caught:
+        ask(team_member, team, train_pool, a100)
+    assert caught.value.data["dimension"] == refused
+    assert not CapacityRequest.objects.exists()
+
+
+def test_a_budget_used_up_exactly_is_exhausted_and_refuses_any_more(
+    team, team_member, train_pool, a100, used_30
+):
+    """30 card-hours used of a 30 card-hour budget: 100.0 %, exhausted (the 100 % alert), so
+    any request beyond it is refused: 30 + 80 > 30."""
+    from billing.budgets.selectors import budget_statuses
+
+    limit = budget(team, "refuse", hours=30)
+    status = budget_statuses([limit])[limit.pk]
+    assert (status.card_hours.used, status.percent, status.exhausted, status.alert) == (
+        Decimal(30), Decimal("100.0"), True, 100,
+    )  # fmt: skip
+    assert status.card_hours.remaining == 0
+    with pytest.raises(BudgetExceeded):
+        ask(team_member, team, train_pool, a100)
+
+
 def test_money_limit_counts_the_reserved_price(team, team_member, train_pool, a100, used_30):
     """Money: 90.00 used + 160.00 requested = 250.00 > 200.00 EUR (card-hours unlimited)."""
     Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1),

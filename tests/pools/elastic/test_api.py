@@ -192,6 +192,29 @@ def test_scale_events_list_and_filter(admin_api, allocation):
     assert admin_api.get("/api/v1/scale-events/?action=down").json()["count"] == 0
 
 
+@pytest.mark.parametrize("value", ["99999999999999999999", "9223372036854775808", "1.5", "0", "-1"])
+def test_an_allocation_filter_that_is_no_id_is_a_400_naming_it(admin_api, value):
+    """Ids run from 1 to 2**63 - 1 (9223372036854775807): past it SQLite could not bind the
+    number (a 500 on the demo), and ``1.5`` was read as id 1."""
+    answer = admin_api.get(f"/api/v1/scale-events/?allocation={value}")
+
+    assert answer.status_code == 400
+    assert answer.json()["code"] == "invalid_input"
+    assert list(answer.json()["errors"]) == ["allocation"]
+
+
+def test_the_largest_id_is_a_filter_that_matches_nothing_and_the_schema_says_the_range(
+    admin_api,
+):
+    answer = admin_api.get("/api/v1/scale-events/?allocation=9223372036854775807")
+
+    assert (answer.status_code, answer.json()["count"]) == (200, 0)
+    schema = admin_api.get("/api/schema/", {"format": "json"}).json()
+    [allocation] = [p for p in schema["paths"]["/api/v1/scale-events/"]["get"]["parameters"]
+                    if p["name"] == "allocation"]  # fmt: skip
+    assert allocation["schema"] == {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}
+
+
 def test_another_teams_allocation_answers_as_a_missing_one(member_api, member, allocation):
     """A manager of another team learns nothing from the answer: the same 400 "does not exist"
     for a taken id as for a free one, and no policy written (issue 27, item 10)."""

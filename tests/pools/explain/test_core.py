@@ -6,6 +6,8 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import pytest
+
 from pools.capacity.placement import NodeGroup, Shape
 from pools.explain.core import (
     Ask,
@@ -216,6 +218,14 @@ def test_summary_names_what_blocks_not_a_budget_left_to_an_admin():
     free_cards = answer.why_not[1].text
     assert answer.summary.startswith(f"Cannot be approved as asked: {free_cards}.")
     assert "budget" not in answer.summary
+
+
+@pytest.mark.parametrize(("cards", "said"), [(1, "1 card can"), (2, "2 cards can")])
+def test_an_approvable_summary_counts_its_cards_in_words(cards, said):
+    """One card is "1 card" (the request form read "1 cards can be approved as asked.")."""
+    answer = explain(ask(cards), [option(usable=8)], viewer=MEMBER)
+    assert answer.approvable_now is True
+    assert answer.summary == f"{said} be approved as asked."
 
 
 def test_summary_ends_each_sentence_once():

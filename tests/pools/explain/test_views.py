@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from datetime import timedelta
+from decimal import Decimal
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -13,6 +14,7 @@ from django.test import Client
 from django.utils import timezone
 from factories import (
     AllocationFactory,
+    BudgetFactory,
     CapacityRequestFactory,
     MembershipFactory,
     PoolFactory,
@@ -77,6 +79,23 @@ def test_request_explanation_fragment_for_the_team(world):
     assert "Vision" not in html and "vision" not in html
     assert "<html" not in html  # the fragment, not the page
     assert page["Vary"].count("HX-Request") == 1
+
+
+def test_a_budget_left_to_a_pool_admin_is_not_why_not_when_it_can_be_approved(world):
+    """2 A100 for 7 days = 2 × 168 = 336 card-hours > a 100 card-hour month budget that leaves
+    it to a pool admin: 4 cards are free, so it can be approved now, and the budget, which does
+    not block, is no longer listed under "Why not now" beside that verdict."""
+    req = world["asks"][2]
+    BudgetFactory(team=req.team, card_hours_limit=Decimal(100), enforcement="needs_admin")
+    page = _client(world["bob"]).get(f"/requests/{req.pk}/explanation/")
+    html = page.content.decode()
+    assert "can be approved now" in html and "2 cards can be approved as asked." in html
+    assert "a pool admin decides" in html
+    assert "<h4>Not blocking</h4>" in html
+    assert "Why not now" not in html
+
+    blocked = _client(world["bob"]).get(f"/requests/{world['asks'][8].pk}/explanation/")
+    assert "<h4>Why not now</h4>" in blocked.content.decode()
 
 
 def test_request_explanation_is_404_for_another_team(world, other_member):

@@ -91,6 +91,22 @@ def test_create_is_202_with_the_location_then_polling_reaches_done(
     assert done["inputs"]["output_tok_s"] == 2000.0
 
 
+def test_the_location_header_is_a_plain_str_as_wsgi_servers_require(
+    fleet, team, team_member, api_as, django_capture_on_commit_callbacks
+):
+    """PEP 3333: header values are native strings, and wsgiref (``manage.py runserver``, the
+    demo) asserts ``type(value) is str``: DRF's ``Hyperlink`` (a str subclass) made it answer
+    500 after the estimate was saved."""
+    response, _ = _create(
+        api_as(team_member), {**QWEN_72B, "team": "nlp"}, django_capture_on_commit_callbacks
+    )
+
+    assert response.status_code == 202
+    [value] = [v for k, v in response.items() if k == "Location"]
+    assert type(value) is str
+    assert value == f"http://testserver/api/v1/estimates/{SizingEstimate.objects.get().pk}/"
+
+
 @pytest.mark.parametrize(
     ("change", "fields"),
     [
