@@ -2,18 +2,25 @@
 cluster, everyone else name, kind, site, provider and ok / degraded:
 :func:`pools.tenancy.permissions.may_see_cluster_details`), changed by pool admins through the
 cluster services (audited; 409 for a taken ClusterName / API URL or a cluster that holds pools);
-``POST …/{slug}/check/`` checks the connection again."""
+``POST …/{slug}/check/`` queues a connection check (202; ``GET`` the cluster until
+``check_pending`` is false). No request here calls the scheduler: a create, and an update that
+changes the connection, queue the check too and answer 201 / 200 with ``check_pending`` true."""
 
 from __future__ import annotations
 
 from drf_spectacular.utils import PolymorphicProxySerializer, extend_schema, extend_schema_view
-from rest_framework import viewsets
+from rest_framework import status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.clusters import selectors
 from pools.clusters.serializers import ClusterMemberSerializer, ClusterSerializer, cluster_render
-from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
+from pools.clusters.services import (
+    cluster_check_request,
+    cluster_create,
+    cluster_delete,
+    cluster_update,
+)
 from pools.tenancy.permissions import may_see_cluster_details
 from pools.web.api import IsPoolAdmin, IsPoolAdminOrReadOnly
 
@@ -28,7 +35,19 @@ def _read_schema(many: bool) -> PolymorphicProxySerializer:
     )
 
 
+_SAVE_CHECKS = (
+    "Answers with the cluster saved; its connection is checked by a worker, never in the "
+    "request: after a create, or an update that changes a connection field, "
+    "check_pending is true and status / checked_at are still the last check's (never "
+    "checked: unknown). GET status_url until check_pending is false. Fields that do not fit "
+    "are a 400 at once, nothing saved or queued."
+)
+
+
 @extend_schema_view(
+    create=extend_schema(description=f"201. {_SAVE_CHECKS}"),
+    update=extend_schema(description=f"200. {_SAVE_CHECKS}"),
+    partial_update=extend_schema(description=f"200. {_SAVE_CHECKS}"),
     list=extend_schema(
         responses=_read_schema(True),
         description="Pool admins: every field of the cluster. Everyone else: slug, name, kind, "
@@ -77,9 +96,18 @@ class ClusterViewSet(viewsets.ModelViewSet):
             cluster=instance, actor=self.request.user, before=dict(ClusterSerializer(instance).data)
         )
 
-    @extend_schema(request=None, responses={200: ClusterSerializer})
+    @extend_schema(request=None, responses={202: ClusterSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsPoolAdmin])
     def check(self, request, slug=None):
-        """Connect to the cluster now and record whether it answered (and why not)."""
-        cluster = cluster_check(cluster=self.get_object())
-        return Response(ClusterSerializer(self.get_queryset().get(pk=cluster.pk)).data)
+        """Queue a check of the cluster's connection (a worker lists its nodes): 202 with the
+        cluster, ``check_pending`` true and ``check_requested_at`` set, and its ``status_url``
+        (``Location`` too). ``GET`` that until ``check_pending`` is false: ``status``,
+        ``status_reason`` and ``checked_at`` are then the new check's. Until then they are the
+        last check's, which still decides whether the cluster's pools are read-only. Where the
+        portal runs without a broker the check has already run and the 202 carries its result.
+        """
+        cluster = cluster_check_request(cluster=self.get_object())
+        body = ClusterSerializer(self.get_queryset().get(pk=cluster.pk)).data
+        return Response(
+            body, status=status.HTTP_202_ACCEPTED, headers={"Location": body["status_url"]}
+        )

@@ -36,6 +36,9 @@ class Cluster(models.Model):
 
     ``status`` / ``status_reason`` / ``api_version_served`` / ``checked_at`` are written by the
     connection check (:func:`pools.clusters.services.cluster_check`), never by a form.
+    ``check_requested_at`` is set when a page or the API asks for a check (it is queued, never
+    run in the request) and cleared by the check that answers it: until then the cluster shows
+    *checking…* beside the last result, which still decides whether its pools are read-only.
     """
 
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
@@ -83,6 +86,12 @@ class Cluster(models.Model):
     status_reason = models.CharField(max_length=500, blank=True)
     api_version_served = models.CharField(max_length=16, blank=True)
     checked_at = models.DateTimeField(null=True, blank=True)
+    check_requested_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a check was asked for that has not recorded its result yet; "
+        "empty: none pending.",
+    )
     reachable_at = models.DateTimeField(null=True, blank=True)
     class_qos_problem = models.CharField(
         max_length=500,
@@ -159,6 +168,12 @@ class Cluster(models.Model):
         if self.is_down or getattr(self, "errors_last_hour", 0):
             return SUMMARY_DEGRADED
         return SUMMARY_OK
+
+    @property
+    def check_pending(self) -> bool:
+        """A check was asked for (a save that changed the connection, *check now*) and its
+        task has not recorded the result yet."""
+        return self.check_requested_at is not None
 
     @property
     def is_down(self) -> bool:

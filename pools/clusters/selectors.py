@@ -56,3 +56,9 @@ def cluster_list(*, now: datetime | None = None) -> QuerySet[Cluster]:
         errors_last_hour=_count("errors", Q(errors__at__gte=now - ERROR_WINDOW)),
         last_error=Subquery(newest),
     ).order_by("name", "pk")
+
+
+def cluster_checks_pending() -> bool:
+    """Whether any cluster has a connection check asked for and not yet recorded
+    (``check_requested_at`` set): the clusters page polls while one is."""
+    return Cluster.objects.filter(check_requested_at__isnull=False).exists()

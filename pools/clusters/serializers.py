@@ -9,7 +9,14 @@ from pools.clusters.models import SUMMARY_STATUSES, Cluster
 from pools.clusters.services import EDITABLE_FIELDS, pinned_api_version_validator
 from pools.common.choices import CredentialKind
 
-STATUS_FIELDS = ("status", "status_reason", "api_version_served", "checked_at", "reachable_at")
+STATUS_FIELDS = (
+    "status",
+    "status_reason",
+    "api_version_served",
+    "checked_at",
+    "reachable_at",
+    "check_requested_at",
+)
 # Health (issue 35): the last success of each per-cluster job and when the credentials expire.
 HEALTH_FIELDS = (
     "reconciled_at",
@@ -30,6 +37,15 @@ class ClusterSerializer(serializers.ModelSerializer):
     last_error = serializers.CharField(
         read_only=True, allow_null=True, help_text="The newest error (kept 7 days), or null."
     )
+    check_pending = serializers.BooleanField(
+        read_only=True,
+        help_text="A check was asked for (create, a connection change, check/) and has not "
+        "recorded its result yet: status and checked_at are still the last check's. GET "
+        "status_url until it is false.",
+    )
+    status_url = serializers.SerializerMethodField(
+        help_text="Where the cluster, and so a pending check's result, is read."
+    )
     credential_kind = serializers.ChoiceField(
         choices=CredentialKind.choices,
         help_text="How credentials are referred to. 'environment' is read only: the clusters "
@@ -47,10 +63,15 @@ class ClusterSerializer(serializers.ModelSerializer):
             "drift_count",
             "errors_last_hour",
             "last_error",
+            "check_pending",
+            "status_url",
         ]
         read_only_fields = (*STATUS_FIELDS, *HEALTH_FIELDS, "class_qos_problem")
         # The conditional unique constraints are the service's to refuse (409 naming the other).
         validators = []
+
+    def get_status_url(self, cluster) -> str:
+        return f"/api/v1/clusters/{cluster.slug}/"
 
     def validate_api_version(self, value: str) -> str:
         if value != getattr(self.instance, "api_version", ""):  # a stored pin: the check's mark

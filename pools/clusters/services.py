@@ -4,6 +4,10 @@ connection check, and the clusters the environment variables define.
 A cluster is saved whatever its connection does: one whose credentials cannot be read, whose URL
 answers something that is not the expected API, or whose API versions are all unsupported is
 kept as *unreachable* with that reason (:func:`cluster_check`), and its pools are not touched.
+No request calls the scheduler: a save that needs a check, and *check now*, queue one
+(:data:`pools.jobs.CLUSTER_CHECK`, once the change commits) and mark the cluster
+``check_requested_at`` until it answers; where there is no broker the task runs at commit, in
+the request, as every queued task does there.
 Refused outright (nothing written): a second Slurm cluster with the same ClusterName or a second
 Kubernetes cluster with the same API URL (:class:`ClusterTaken`, 409), a cluster that holds pools
 being deleted or changing kind (:class:`ClusterInUse`, 409), and inconsistent fields
@@ -21,6 +25,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import Case, F, When
 from django.utils import timezone
 
 from pools.audit.services import audit_event_record
@@ -76,31 +81,36 @@ ERRORS_KEPT = timedelta(days=7)
 
 
 def cluster_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Cluster:
-    """Create a cluster from ``fields`` and audit it, then check its connection.
+    """Create a cluster from ``fields`` and audit it, and queue its connection check
+    (:func:`cluster_check_request`'s way). Returns the row as it stands after the commit:
+    pending (``check_requested_at`` set), or already checked where tasks run in-process.
 
     ``render(cluster)`` is the caller's representation (the audit event's ``after``). Raises
     :class:`InvalidInput` for inconsistent fields and :class:`ClusterTaken` for a ClusterName or
-    API URL another cluster has; nothing is written then.
+    API URL another cluster has; nothing is written or queued then.
     """
     cluster = Cluster(**_one_spelling(fields))
     _validate(cluster)
     try:
         with transaction.atomic():
             _refuse_taken(cluster)
+            cluster.check_requested_at = timezone.now()
             cluster.save()
             audit_event_record(
                 actor=actor, action="cluster.created", obj=cluster, after=render(cluster)
             )
+            enqueue_on_commit(CLUSTER_CHECK, cluster.pk)
     except IntegrityError:  # a concurrent create took the name or URL between check and insert
         _refuse_taken(cluster)
         raise
-    return cluster_check(cluster=cluster)
+    return Cluster.objects.get(pk=cluster.pk)
 
 
 def cluster_update(
     *, cluster: Cluster, changes: dict[str, Any], actor: Any, before: dict, render: Any
 ) -> Cluster:
-    """Apply ``changes`` and audit them; the connection is checked again when it changed.
+    """Apply ``changes`` and audit them; when the connection changed, a check is queued as
+    :func:`cluster_create` queues it. Returns the row as it stands after the commit.
 
     Raises :class:`InvalidInput` for a connection field of an environment cluster (the
     variables define it) or inconsistent fields, :class:`ClusterInUse` for a kind change while
@@ -124,11 +134,15 @@ def cluster_update(
             setattr(locked, field, value)
         _validate(locked)
         _refuse_taken(locked)
+        if moved:
+            locked.check_requested_at = timezone.now()
         locked.save()
         audit_event_record(
             actor=actor, action="cluster.updated", obj=locked, before=before, after=render(locked)
         )
-    return cluster_check(cluster=locked) if moved else locked
+        if moved:
+            enqueue_on_commit(CLUSTER_CHECK, locked.pk)
+    return Cluster.objects.get(pk=locked.pk) if moved else locked
 
 
 def cluster_delete(*, cluster: Cluster, actor: Any, before: dict) -> None:
@@ -156,13 +170,30 @@ def cluster_delete(*, cluster: Cluster, actor: Any, before: dict) -> None:
         locked.delete()
 
 
+def cluster_check_request(*, cluster: Cluster) -> Cluster:
+    """Ask for a connection check of ``cluster`` without making it here: mark it
+    ``check_requested_at`` (now) and queue :data:`~pools.jobs.CLUSTER_CHECK` once that commits.
+    Returns the row as it stands after the commit: pending, or already checked where tasks run
+    in-process (no broker: the demo). A second request before the first is answered queues a
+    second check; both only record what they find."""
+    with transaction.atomic():
+        Cluster.objects.filter(pk=cluster.pk).update(check_requested_at=timezone.now())
+        enqueue_on_commit(CLUSTER_CHECK, cluster.pk)
+    return Cluster.objects.get(pk=cluster.pk)
+
+
 def cluster_check(*, cluster: Cluster) -> Cluster:
     """Connect to ``cluster`` (list its nodes) and record what happened: ``reachable`` with the
     API version in use (Slurm), or ``unreachable`` with the reason — credentials that cannot be
     read (``OSError``), settings the registry refuses (``ValueError``), or any
     :class:`~scheduler_adapters.errors.SchedulerError` (down, refused, not the expected API, no
     supported version). Only the status fields are written; the cluster's pools are untouched.
-    The call is made with no lock or transaction held."""
+    The call is made with no lock or transaction held: by :data:`~pools.jobs.CLUSTER_CHECK`'s
+    task, never in a request.
+
+    The request it answers is cleared (``check_requested_at`` back to ``None``) only if it is
+    still the one ``cluster`` was read with: a request made while the scheduler was being asked
+    stays pending for the check it queued."""
     now = timezone.now()
     if cluster.from_environment and scheduler_config(cluster.kind) is None:
         return _not_configured(cluster, now)
@@ -183,13 +214,11 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
             "reachable_at": now,
         }
     updates["credential_expires_at"] = _credential_expiry(cluster)
-    Cluster.objects.filter(pk=cluster.pk).update(**updates)
+    _check_record(cluster, updates)
     if updates["status"] == ClusterStatus.UNREACHABLE:
         cluster_operation_record(
             cluster=cluster, operation=ClusterOperation.CHECK, errors=[updates["status_reason"]]
         )
-    for field, value in updates.items():
-        setattr(cluster, field, value)
     return cluster
 
 
@@ -293,10 +322,26 @@ def _not_configured(cluster: Cluster, now: datetime) -> Cluster:
         "the portal keeps records only",
         "checked_at": now,
     }
-    Cluster.objects.filter(pk=cluster.pk).update(**updates)
+    _check_record(cluster, updates)
+    return cluster
+
+
+def _check_record(cluster: Cluster, updates: dict[str, Any]) -> None:
+    """Write a check's ``updates`` to ``cluster``'s row and object, and clear the request it
+    answers: ``check_requested_at`` goes back to ``None`` where it still holds the value
+    ``cluster`` was read with (compare-and-set; no clock is compared, so a web host and a worker
+    whose clocks differ cannot leave a request pending for ever)."""
+    seen = cluster.check_requested_at
+    answered = {}
+    if seen is not None:
+        answered["check_requested_at"] = Case(
+            When(check_requested_at=seen, then=None), default=F("check_requested_at")
+        )
+    Cluster.objects.filter(pk=cluster.pk).update(**updates, **answered)
     for field, value in updates.items():
         setattr(cluster, field, value)
-    return cluster
+    if answered:
+        cluster.refresh_from_db(fields=["check_requested_at"])
 
 
 def _credential_expiry(cluster: Cluster) -> datetime | None:

@@ -16,7 +16,13 @@ from pools.clusters.filtersets import ClusterFilterSet
 from pools.clusters.forms import ClusterForm
 from pools.clusters.models import Cluster
 from pools.clusters.serializers import cluster_render
-from pools.clusters.services import cluster_check, cluster_create, cluster_delete, cluster_update
+from pools.clusters.services import (
+    cluster_check_request,
+    cluster_create,
+    cluster_delete,
+    cluster_update,
+)
+from pools.common.choices import ClusterStatus
 from pools.common.errors import ClusterInUse, DomainError
 from pools.tenancy.permissions import may_see_cluster_details
 from pools.web.pages import Column, filtered_list, form_add_domain_errors, pool_admin_required
@@ -60,7 +66,9 @@ MEMBER_CLUSTER_COLUMNS = [
 
 def cluster_list(request):
     """Every cluster: whole for pool admins, name, kind, site / provider and ok / degraded for
-    everyone else (page and CSV alike)."""
+    everyone else (page and CSV alike). While a check is pending
+    (:attr:`~pools.clusters.models.Cluster.check_pending`) the table asks for itself again
+    every 3 s (htmx) and shows the result once the task has recorded it."""
     details = may_see_cluster_details(request.user)
     return filtered_list(
         request,
@@ -70,16 +78,22 @@ def cluster_list(request):
         columns=CLUSTER_COLUMNS if details else MEMBER_CLUSTER_COLUMNS,
         filename="clusters.csv",
         default_ordering=("name", "pk"),
-        extra={"details": details},
+        extra={"details": details, "checks_pending": selectors.cluster_checks_pending()},
     )
 
 
 @pool_admin_required
 @require_POST
 def cluster_check_now(request, slug):
-    cluster = cluster_check(cluster=get_object_or_404(Cluster, slug=slug))
-    if cluster.is_down:
+    """Queue a check of the cluster (no scheduler call here) and go back to the list, which
+    shows *checking…* until the result lands; without a broker it has landed already."""
+    cluster = cluster_check_request(cluster=get_object_or_404(Cluster, slug=slug))
+    if cluster.check_pending:
+        messages.info(request, f"Checking {cluster.name}'s connection; the list shows the result.")
+    elif cluster.is_down:
         messages.warning(request, f"{cluster.name} is unreachable: {cluster.status_reason}")
+    elif cluster.status == ClusterStatus.UNKNOWN:  # an environment cluster with no connection
+        messages.info(request, f"{cluster.name}: {cluster.status_reason}.")
     else:
         messages.success(request, f"{cluster.name} answered.")
     return redirect("pools:cluster-list")
@@ -89,7 +103,8 @@ def cluster_check_now(request, slug):
 @require_http_methods(["GET", "POST"])
 def cluster_edit(request, slug: str | None = None):
     """Create (no ``slug``) or edit a cluster. Saved whatever its connection does: the check
-    that follows says *unreachable* with the reason on the list. A field the service refuses
+    queued on save (a create, a changed connection) says *unreachable* with the reason on the
+    list, which shows *checking…* until then. A field the service refuses
     (a taken ClusterName or API URL, a kind change while it holds pools, fields that do not
     fit together) is that field's error; nothing is written then."""
     cluster = get_object_or_404(selectors.cluster_list(), slug=slug) if slug else None
@@ -120,7 +135,11 @@ def cluster_edit(request, slug: str | None = None):
 
 
 def _say_status(request, cluster: Cluster) -> None:
-    if cluster.is_down:
+    if cluster.check_pending:
+        messages.success(
+            request, f"{cluster.name} saved; its connection is being checked (see the list)."
+        )
+    elif cluster.is_down:
         messages.warning(request, f"{cluster.name} saved, but unreachable: {cluster.status_reason}")
     else:
         messages.success(request, f"{cluster.name} saved.")

@@ -192,12 +192,15 @@ def test_two_real_slurm_clusters_provision_reconcile_one_down_then_back(
     from pools.common.choices import TeamRole
     from pools.tenancy.models import Membership
 
-    modern = cluster_create(
-        fields=slurm_fields(envs["modern"], "h2s-modern"), actor=None, render=render
-    )
-    forky = cluster_create(
-        fields=slurm_fields(envs["forky"], "h2s-forky"), actor=None, render=render
-    )
+    with django_capture_on_commit_callbacks(execute=True):  # the checks the creates queue
+        modern = cluster_create(
+            fields=slurm_fields(envs["modern"], "h2s-modern"), actor=None, render=render
+        )
+        forky = cluster_create(
+            fields=slurm_fields(envs["forky"], "h2s-forky"), actor=None, render=render
+        )
+    modern.refresh_from_db()
+    forky.refresh_from_db()
     assert (modern.status, modern.status_reason) == (ClusterStatus.REACHABLE, "")
     assert (forky.status, forky.status_reason) == (ClusterStatus.REACHABLE, "")
     assert modern.api_version_served == "v0.0.42"  # 24.11 serves v0.0.40-42: the newest
@@ -304,9 +307,11 @@ def test_two_real_slurm_clusters_provision_reconcile_one_down_then_back(
     assert grp_tres(envs["modern"], account) == "gres/gpu:a100=1"
 
     # -- 26.05 taken down: its pool is read-only with the reason
-    down = cluster_update(
-        cluster=forky, changes={"api_url": NOBODY}, actor=None, before={}, render=render
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        down = cluster_update(
+            cluster=forky, changes={"api_url": NOBODY}, actor=None, before={}, render=render
+        )
+    down.refresh_from_db()
     assert down.status == ClusterStatus.UNREACHABLE
     assert down.status_reason.startswith("scheduler_unavailable: ")
     refused = submit(pool_f, 1)
@@ -334,13 +339,15 @@ def test_two_real_slurm_clusters_provision_reconcile_one_down_then_back(
     assert grp_tres(envs["forky"], account) == "gres/gpu:a100=2"
 
     # -- back: the refused approval goes through, 26.05's cap is 2 + 1
-    back = cluster_update(
-        cluster=down,
-        changes={"api_url": envs["forky"]["SLURMRESTD_URL"]},
-        actor=None,
-        before={},
-        render=render,
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        back = cluster_update(
+            cluster=down,
+            changes={"api_url": envs["forky"]["SLURMRESTD_URL"]},
+            actor=None,
+            before={},
+            render=render,
+        )
+    back.refresh_from_db()
     assert (back.status, back.status_reason) == (ClusterStatus.REACHABLE, "")
     approve(refused)
     assert limits(back) == (GpuLimit(account, "gpu", "a100", 3),)

@@ -53,17 +53,27 @@ def test_a_member_changes_nothing(member_api, method, path):
     assert not AuditEvent.objects.exists()
 
 
-def test_an_admin_creates_a_cluster_saved_unreachable_with_the_reason(admin_api):
-    """The key file does not exist: the cluster is kept, unreachable, and says why."""
-    response = admin_api.post(URL, new_slurm(), format="json")
+def test_an_admin_creates_a_cluster_saved_unreachable_with_the_reason(
+    admin_api, django_capture_on_commit_callbacks
+):
+    """The key file does not exist: the cluster is kept (201, its check pending), and the
+    check queued on commit finds it unreachable and says why."""
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        response = admin_api.post(URL, new_slurm(), format="json")
 
     assert response.status_code == 201
     body = response.json()
-    assert body["status"] == "unreachable"
-    assert body["status_reason"] == (
+    assert (body["status"], body["checked_at"], body["check_pending"]) == ("unknown", None, True)
+    assert body["check_requested_at"] is not None
+    assert (body["status_url"], len(queued)) == ("/api/v1/clusters/legacy/", 1)
+    assert (body["retiring"], body["pool_count"]) == (True, 0)
+    later = admin_api.get(body["status_url"]).json()
+    assert (later["status"], later["check_pending"], later["check_requested_at"]) == (
+        "unreachable", False, None,
+    )  # fmt: skip
+    assert later["status_reason"] == (
         "credentials cannot be read: [Errno 2] No such file or directory: '/nonexistent/jwt.key'"
     )
-    assert (body["retiring"], body["pool_count"]) == (True, 0)
     event = AuditEvent.objects.get()
     assert (event.action, event.after["slug"]) == ("cluster.created", "legacy")
 
@@ -135,14 +145,42 @@ def test_a_stored_pin_the_adapter_does_not_speak_is_kept_but_not_entered_anew(ad
     assert (cluster.site, cluster.api_version) == ("fra-1", "v0.0.36")
 
 
-def test_check_records_the_connection_now(admin_api):
+def test_check_is_accepted_and_its_result_read_where_it_says(
+    admin_api, django_capture_on_commit_callbacks
+):
+    """202 with the cluster as it was (never checked), pending, and where to read the result;
+    the check queued on commit records it there."""
     ClusterFactory(slug="c", credential_path="/nonexistent")
 
-    response = admin_api.post(f"{URL}c/check/")
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_api.post(f"{URL}c/check/")
 
-    assert response.status_code == 200
-    assert response.json()["status"] == "unreachable"
+    assert response.status_code == 202
+    body = response.json()
+    assert (body["status"], body["check_pending"]) == ("unknown", True)
+    assert response["Location"] == body["status_url"] == "/api/v1/clusters/c/"
+    later = admin_api.get(response["Location"]).json()
+    assert (later["status"], later["check_pending"]) == ("unreachable", False)
+    assert later["status_reason"] == (
+        "credentials cannot be read: [Errno 2] No such file or directory: '/nonexistent'"
+    )
     assert Cluster.objects.get(slug="c").checked_at is not None
+
+
+def test_an_update_queues_a_check_only_when_the_connection_moved(
+    admin_api, django_capture_on_commit_callbacks
+):
+    """A new site needs no check (nothing queued, 200); a new credential path does (200,
+    pending, one check queued)."""
+    ClusterFactory(slug="c", credential_path="/nonexistent/a")
+
+    with django_capture_on_commit_callbacks(execute=False) as site_only:
+        site = admin_api.patch(f"{URL}c/", {"site": "fra-1"}, format="json")
+    with django_capture_on_commit_callbacks(execute=False) as moved:
+        path = admin_api.patch(f"{URL}c/", {"credential_path": "/nonexistent/b"}, format="json")
+
+    assert (site.status_code, site.json()["check_pending"], len(site_only)) == (200, False, 0)
+    assert (path.status_code, path.json()["check_pending"], len(moved)) == (200, True, 1)
 
 
 # ----------------------------------------------------------------- a pool's cluster

@@ -27,23 +27,28 @@ def _text(response) -> str:
     return " ".join(response.content.decode().split())
 
 
-def test_a_pool_admin_creates_a_cluster_saved_unreachable_with_the_reason(admin_page):
+def test_a_pool_admin_creates_a_cluster_saved_unreachable_with_the_reason(
+    admin_page, django_capture_on_commit_callbacks
+):
+    """Saved, and its check queued: the list it lands on says it is being checked; the check
+    run on commit finds it unreachable and says why."""
     form = _text(admin_page.get(NEW))
     assert "Credentials file path" in form
     assert 'value="environment"' not in form  # only the environment's clusters use it
 
-    response = admin_page.post(NEW, slurm(), follow=True)
+    with django_capture_on_commit_callbacks(execute=True) as queued:
+        response = admin_page.post(NEW, slurm(), follow=True)
 
+    assert len(queued) == 1
+    assert "Legacy saved; its connection is being checked (see the list)." in _text(response)
+    assert "data-check-pending" in response.content.decode()
     cluster = Cluster.objects.get(slug="legacy")
     reason = (
         "credentials cannot be read: [Errno 2] No such file or directory: '/nonexistent/jwt.key'"
     )
-    assert (cluster.status, cluster.status_reason, cluster.retiring) == (
-        ClusterStatus.UNREACHABLE, reason, True,
+    assert (cluster.status, cluster.status_reason, cluster.retiring, cluster.check_pending) == (
+        ClusterStatus.UNREACHABLE, reason, True, False,
     )  # fmt: skip
-    assert f"Legacy saved, but unreachable: {reason}" in response.content.decode().replace(
-        "&#x27;", "'"
-    )
     event = AuditEvent.objects.get()
     # audited as the API audits: the API's representation of the cluster
     assert (event.action, event.after["slug"], event.after["site"]) == (
@@ -268,31 +273,35 @@ def test_the_list_links_the_editor_for_pool_admins_only(admin_page, member_page)
     assert "/clusters/new/" not in member and "/clusters/c/edit/" not in member
 
 
-def test_a_kubeconfig_that_is_not_there_saves_unreachable_not_a_500(admin_page):
+def test_a_kubeconfig_that_is_not_there_saves_unreachable_not_a_500(
+    admin_page, django_capture_on_commit_callbacks
+):
     """A Kubernetes cluster whose kubeconfig path names no file: the client library raises its
-    own ConfigException (not an OSError); it was a 500 after the row was written."""
-    response = admin_page.post(
-        NEW,
-        {
-            "slug": "rented",
-            "name": "Rented",
-            "kind": "kubernetes",
-            "api_url": "",
-            "credential_kind": "kubeconfig",
-            "credential_path": "/nonexistent/kubeconfig",
-            "time_zone": "UTC",
-        },
-        follow=True,
-    )
+    own ConfigException (not an OSError); it was a 500 after the row was written. The list
+    shows the check's reason once it has run."""
+    with django_capture_on_commit_callbacks(execute=True):
+        response = admin_page.post(
+            NEW,
+            {
+                "slug": "rented",
+                "name": "Rented",
+                "kind": "kubernetes",
+                "api_url": "",
+                "credential_kind": "kubeconfig",
+                "credential_path": "/nonexistent/kubeconfig",
+                "time_zone": "UTC",
+            },
+        )
 
-    assert response.status_code == 200
+    assert response.status_code == 302
     cluster = Cluster.objects.get(slug="rented")
     assert cluster.status == ClusterStatus.UNREACHABLE
-    assert cluster.status_reason == (
+    reason = (
         "settings refused: kubeconfig /nonexistent/kubeconfig: "
         "Invalid kube-config file. No configuration found."
     )
-    assert "Rented saved, but unreachable: settings refused: kubeconfig" in _text(response)
+    assert cluster.status_reason == reason
+    assert reason in _text(admin_page.get(response["Location"]))
 
 
 @pytest.mark.parametrize("spelling", ["Legacy", "LEGACY"])

@@ -103,13 +103,18 @@ def test_the_environment_configuration_keeps_working_unchanged():
 # ----------------------------------------------------------------- adapters per cluster
 
 
-def test_two_kubernetes_clusters_each_get_their_own_adapter(apiservers, tmp_path):
+def test_two_kubernetes_clusters_each_get_their_own_adapter(
+    apiservers, tmp_path, django_capture_on_commit_callbacks
+):
     """Each pool's adapter talks to its own cluster's API server: listing nodes through the
     pool of cluster A reaches server A only, and through B server B only."""
-    fields = kubernetes_cluster_fields(apiservers[0], tmp_path, "site-a")
-    a = cluster_create(fields=fields, actor=None, render=render)
-    fields = kubernetes_cluster_fields(apiservers[1], tmp_path, "site-b")
-    b = cluster_create(fields=fields, actor=None, render=render)
+    with django_capture_on_commit_callbacks(execute=True):  # the checks the creates queue
+        fields = kubernetes_cluster_fields(apiservers[0], tmp_path, "site-a")
+        a = cluster_create(fields=fields, actor=None, render=render)
+        fields = kubernetes_cluster_fields(apiservers[1], tmp_path, "site-b")
+        b = cluster_create(fields=fields, actor=None, render=render)
+    a.refresh_from_db()
+    b.refresh_from_db()
     pool_a = PoolFactory(slug="infer-a", scheduler=Scheduler.KUBERNETES, cluster=a)
     pool_b = PoolFactory(slug="infer-b", scheduler=Scheduler.KUBERNETES, cluster=b)
     before = [len(server.requests) for server in apiservers]
@@ -128,71 +133,81 @@ def test_two_kubernetes_clusters_each_get_their_own_adapter(apiservers, tmp_path
 # ----------------------------------------------------------------- saved as unreachable
 
 
-def test_unreadable_credentials_save_the_cluster_unreachable_with_the_reason(tmp_path):
+def test_unreadable_credentials_save_the_cluster_unreachable_with_the_reason(
+    tmp_path, django_capture_on_commit_callbacks
+):
     missing = tmp_path / "absent.key"
     cluster = ClusterFactory(slug="old")
     pool = PoolFactory(slug="old-train", cluster=cluster)
 
-    cluster = cluster_update(
-        cluster=cluster,
-        changes={"credential_path": str(missing)},
-        actor=None,
-        before={},
-        render=render,
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        cluster = cluster_update(
+            cluster=cluster,
+            changes={"credential_path": str(missing)},
+            actor=None,
+            before={},
+            render=render,
+        )
+        assert (cluster.status, cluster.check_pending) == (ClusterStatus.UNKNOWN, True)
 
     cluster.refresh_from_db()
-    assert cluster.status == ClusterStatus.UNREACHABLE
+    assert (cluster.status, cluster.check_pending) == (ClusterStatus.UNREACHABLE, False)
     assert cluster.status_reason.startswith("credentials cannot be read: ")
     assert str(missing) in cluster.status_reason
     assert Pool.objects.get(pk=pool.pk).cluster_id == cluster.pk
 
 
-def test_a_url_nobody_answers_is_unreachable(tmp_path):
+def test_a_url_nobody_answers_is_unreachable(tmp_path, django_capture_on_commit_callbacks):
     key = tmp_path / "jwt.key"
     key.write_bytes(b"k" * 32)
     port = fake_apiserver().free_port()
 
-    cluster = cluster_create(
-        fields={
-            "slug": "gone",
-            "name": "Gone",
-            "kind": Scheduler.SLURM,
-            "api_url": f"http://127.0.0.1:{port}",
-            "slurm_cluster_name": "gone",
-            "slurm_user": "portal",
-            "credential_kind": "jwt-key",
-            "credential_path": str(key),
-        },
-        actor=None,
-        render=render,
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        cluster = cluster_create(
+            fields={
+                "slug": "gone",
+                "name": "Gone",
+                "kind": Scheduler.SLURM,
+                "api_url": f"http://127.0.0.1:{port}",
+                "slurm_cluster_name": "gone",
+                "slurm_user": "portal",
+                "credential_kind": "jwt-key",
+                "credential_path": str(key),
+            },
+            actor=None,
+            render=render,
+        )
 
+    cluster.refresh_from_db()
     assert cluster.status == ClusterStatus.UNREACHABLE
     assert cluster.status_reason.startswith("scheduler_unavailable: ")
     assert Cluster.objects.get(slug="gone").checked_at is not None
 
 
-def test_a_url_answering_another_api_is_unreachable(apiservers, tmp_path):
+def test_a_url_answering_another_api_is_unreachable(
+    apiservers, tmp_path, django_capture_on_commit_callbacks
+):
     """A Slurm cluster pointed at a Kubernetes API server: no slurmrestd version is served."""
     token = tmp_path / "t"
     token.write_text("x", encoding="utf-8")
 
-    cluster = cluster_create(
-        fields={
-            "slug": "wrong",
-            "name": "Wrong",
-            "kind": Scheduler.SLURM,
-            "api_url": apiservers[0].url,
-            "slurm_cluster_name": "wrong",
-            "slurm_user": "portal",
-            "credential_kind": "token-file",
-            "credential_path": str(token),
-        },
-        actor=None,
-        render=render,
-    )
+    with django_capture_on_commit_callbacks(execute=True):
+        cluster = cluster_create(
+            fields={
+                "slug": "wrong",
+                "name": "Wrong",
+                "kind": Scheduler.SLURM,
+                "api_url": apiservers[0].url,
+                "slurm_cluster_name": "wrong",
+                "slurm_user": "portal",
+                "credential_kind": "token-file",
+                "credential_path": str(token),
+            },
+            actor=None,
+            render=render,
+        )
 
+    cluster.refresh_from_db()
     assert cluster.status == ClusterStatus.UNREACHABLE
     assert cluster.status_reason.startswith("scheduler_")
 
