@@ -13,20 +13,12 @@ import csv
 import io
 
 import pytest
-from django.test import Client
 from mig_nodes import mig_fleet
 
 from pools.inventory import selectors
 from pools.inventory.models import MigDevice
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def admin(django_user_model):
-    client = Client()
-    client.force_login(django_user_model.objects.create_user("boss", is_staff=True))
-    return client
 
 
 def _csv(response) -> list[dict[str, str]]:

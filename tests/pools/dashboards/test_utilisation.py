@@ -11,7 +11,6 @@ from decimal import Decimal
 import pytest
 from django.core.cache import cache
 from django.db import connection
-from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from factories import GpuFactory, NodeFactory, PoolFactory
@@ -147,13 +146,6 @@ def test_heatmap_colours_by_utilisation(fleet):
 
 
 # ---------------------------------------------------------------------------------- the page
-
-
-@pytest.fixture
-def admin(django_user_model) -> Client:
-    client = Client()
-    client.force_login(django_user_model.objects.create_user("boss", password="pw", is_staff=True))
-    return client
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import pytest
 from celery import current_app
 from django.conf import settings as django_settings
 from django.core.cache import cache
-from django.test import Client
 from django.utils import timezone
 from utilisation_support import NOW, fleet_series, in_use
 
@@ -34,13 +33,6 @@ from scheduler_adapters.prometheus_fake import FakePrometheus
 
 pytestmark = pytest.mark.django_db
 ALL = dashboard.DashboardFilters()
-
-
-@pytest.fixture
-def admin(django_user_model) -> Client:
-    client = Client()
-    client.force_login(django_user_model.objects.create_user("boss", password="pw", is_staff=True))
-    return client
 
 
 @pytest.fixture
