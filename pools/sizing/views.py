@@ -175,6 +175,15 @@ ESTIMATE_COLUMNS = [
 ]
 
 
+# The sizing chart's box (static/js/sizing.js): 26 px a GPU model, plus the frame - the card
+# axis below with its title (80 px); with costs also the cost axis above, its tick labels slanted
+# at phone width, and the legend: 90 px more, measured in Chromium at 390 and 1280 px wide
+# (tests/browser/test_sizing_page.py: two priced rows in a 132 px box had no height for bars).
+CHART_ROW_PX = 26
+CHART_FRAME_PX = 80
+CHART_FRAME_WITH_COST_PX = 170
+
+
 def _error_items(errors: dict[str, str]) -> list[dict[str, str]]:
     """Field errors with the form's labels, in the form's order; ``field`` is the input's name."""
     order = {name: position for position, name in enumerate(FIELD_LABELS)}
@@ -235,17 +244,19 @@ def _decorate(results: dict) -> dict:
             marks.append("fits free capacity")
         row["recommendation"] = "; ".join(marks)
     sized = [row for row in results["rows"] if row["cards"] is not None]
+    cost = [None if row["monthly_cost"] is None else float(row["monthly_cost"]) for row in sized]
+    # "priced" says the rate card prices some model; the chart has a cost axis only when one
+    # of its own rows has a price (else an empty axis and legend sat over the cards).
+    charted_cost = results.get("priced") and any(value is not None for value in cost)
     results["chart"] = {
         "labels": [row["gpu_name"] for row in sized],
         "cards": [row["cards"] for row in sized],
         "meets": [row["meets_targets"] for row in sized],
-        "cost": [
-            None if row["monthly_cost"] is None else float(row["monthly_cost"]) for row in sized
-        ]
-        if results.get("priced")
-        else None,
+        "cost": cost if charted_cost else None,
+        "currency": results.get("currency") if charted_cost else None,
     }
-    results["chart_height_px"] = 80 + 26 * len(sized)
+    frame_px = CHART_FRAME_WITH_COST_PX if charted_cost else CHART_FRAME_PX
+    results["chart_height_px"] = frame_px + CHART_ROW_PX * len(sized)
     names = dict(Pool.objects.values_list("slug", "name"))
     for row in results["rows"]:  # saved estimates from before pool names were stored
         row.setdefault("pool_name", names.get(row["pool"], row["pool"]))

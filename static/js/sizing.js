@@ -107,10 +107,12 @@
         extra || {}
       );
     }
-    const scales = { x: axis(data.cards, "cards") };
+    // Every bar keeps its GPU model's name: Chart.js skips crowded category labels.
+    const scales = { x: axis(data.cards, "cards"), y: { ticks: { autoSkip: false } } };
     if (data.cost) {
       datasets.push({ label: "monthly cost", data: data.cost, backgroundColor: "#E69F00", xAxisID: "x2" });
-      scales.x2 = axis(data.cost, "monthly cost", { position: "top", grid: { drawOnChartArea: false } });
+      const costLabel = data.currency ? "monthly cost, " + data.currency : "monthly cost";
+      scales.x2 = axis(data.cost, costLabel, { position: "top", grid: { drawOnChartArea: false } });
     }
     chart = new Chart(canvas, {
       type: "bar",

@@ -422,3 +422,44 @@ def test_attention_data_parallel_keeps_attention_per_rank_in_place(signed_in, li
         page.get_by_text("Attention data parallelism needs a mixture of experts")
     ).to_be_visible()
     assert page.evaluate("window.__sameDocument") is True
+
+
+def test_a_chart_of_two_priced_models_draws_both_bars_with_their_names(signed_in, live_server):
+    """Two priced GPU models on a phone: the chart's box was 80 + 2 × 26 px, less than its two
+    axes and legend take, so the bars had no height and one name was skipped. Each row now gets
+    at least 18 px (a 12 px label and Chart.js's skip padding) and every bar its GPU model."""
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.models import RateCard, RateCardEntry
+    from pools.inventory.models import GpuModel
+
+    inference_fleet()
+    card = RateCard.objects.create(name="2020", currency="EUR", effective_from=date(2020, 1, 1))
+    for slug, price in (("l40s", "1.20"), ("a100_80g_pcie", "1.90")):
+        RateCardEntry.objects.create(
+            rate_card=card,
+            kind=RateKind.GPU_RESERVED,
+            gpu_model=GpuModel.objects.get(slug=slug),
+            price=Decimal(price),
+        )
+    page = signed_in
+    page.set_viewport_size({"width": 390, "height": 844})
+
+    page.goto(
+        f"{live_server.url}/sizing/?model=qwen2_5_72b&precision=FP8&kv_cache_dtype=FP8"
+        "&engine=vllm&input_len=1000&output_len=200&demand_kind=output_rate&output_tok_s=2000"
+        "&prompt_cache_hit_rate=0&input_weight=0.5&tpot_target_ms=50&ttft_target_ms=2000"
+        "&gpu_models=l40s&gpu_models=a100_80g_pcie"
+    )
+    expect(page.locator("#sizing-chart")).to_be_visible()
+    chart = page.evaluate(
+        """() => { const c = Chart.getChart('sizing-chart');
+        return {area: c.chartArea.height, rows: c.data.labels.length,
+                shown: c.scales.y.ticks.length, cost: c.scales.x2.options.title.text}; }"""
+    )
+
+    assert chart["rows"] == chart["shown"] == 2
+    assert chart["area"] >= 2 * 18
+    assert chart["cost"].startswith("monthly cost, EUR")

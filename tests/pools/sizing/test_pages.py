@@ -433,3 +433,59 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
     assert "its linear layers at 33.8 % of the FP4 peak" in dense_text
     assert "routed experts" not in dense_text
     assert re.search(shares, fp8, re.S).group(1) == "50 % of tensor peak"
+
+
+def _reserved_price(slug: str, price: str) -> None:
+    """A rate card from 2020 with one reserved card-hour price, in EUR."""
+    from datetime import date
+    from decimal import Decimal
+
+    from billing.choices import RateKind
+    from billing.models import RateCard, RateCardEntry
+    from pools.inventory.models import GpuModel
+
+    card = RateCard.objects.get_or_create(
+        name="2020", currency="EUR", effective_from=date(2020, 1, 1)
+    )[0]
+    RateCardEntry.objects.create(
+        rate_card=card,
+        kind=RateKind.GPU_RESERVED,
+        gpu_model=GpuModel.objects.get(slug=slug),
+        price=Decimal(price),
+    )
+
+
+def _chart(html: str) -> dict:
+    return json.loads(re.search(r'id="sizing-chart-data"[^>]*>(.*?)</script>', html, re.S)[1])
+
+
+def test_the_chart_has_no_cost_axis_when_none_of_its_models_has_a_price(fleet, member_page):
+    """DeepSeek-V3 in FP8 (671 GB of weights) on L40S or B200: eight L40S cannot hold it, so
+    the chart has B200 alone, and the rate card prices only L40S. The chart drew an empty
+    "monthly cost" axis (0 to 1, no currency) and legend over the cards (a saved DeepSeek-V3
+    estimate in the demo); now it charts cards alone and its title does not promise a cost."""
+    _reserved_price("l40s", "1.20")
+    inputs = {**QWEN_72B, "model": "deepseek_v3", "gpu_models": ["l40s", "b200"]}
+
+    html = _htmx(member_page, "/sizing/", inputs).content.decode()
+
+    chart = _chart(html)
+    assert chart["labels"] == ["B200 SXM 180GB"]
+    assert chart["cost"] is None
+    assert "<strong>Cards needed per GPU model</strong>" in html
+
+
+def test_a_priced_chart_names_its_currency_and_leaves_room_for_its_second_axis(fleet, member_page):
+    """Both models priced: the cost axis is titled with the rate card's currency, and the
+    chart's box adds the cost axis and the legend (90 px) to its frame: two priced rows
+    got 80 + 2 × 26 = 132 px, less than the two axes and the legend take, and the bars drew in
+    no height at all (a browser test measures the plot area)."""
+    _reserved_price("l40s", "1.20")
+    _reserved_price("a100_80g_pcie", "1.90")
+
+    response = _htmx(member_page, "/sizing/", {**QWEN_72B, "gpu_models": ["l40s", "a100_80g_pcie"]})
+
+    chart = _chart(response.content.decode())
+    assert chart["currency"] == "EUR"
+    assert all(cost is not None for cost in chart["cost"])
+    assert response.context["results"]["chart_height_px"] == 170 + 2 * 26
