@@ -463,3 +463,27 @@ def test_a_chart_of_two_priced_models_draws_both_bars_with_their_names(signed_in
     assert chart["rows"] == chart["shown"] == 2
     assert chart["area"] >= 2 * 18
     assert chart["cost"].startswith("monthly cost, EUR")
+
+
+def test_the_weights_kv_cache_and_engine_lists_show_every_choice_whole(signed_in, live_server):
+    """Three selects side by side in the 21rem form left 36 px for their text at any desktop
+    width: the default "BF16" read "BF1", "tensorrt-llm" a few letters. Every choice of the
+    three now fits its select (text width against the select's width less its padding)."""
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": 1366, "height": 900})
+
+    page.goto(f"{live_server.url}/sizing/")
+    clipped = page.evaluate(
+        """() => { const ctx = document.createElement('canvas').getContext('2d');
+        return ['precision', 'kv_cache_dtype', 'engine'].flatMap(name => {
+          const select = document.querySelector(`#sizing-form select[name=${name}]`);
+          const style = getComputedStyle(select);
+          ctx.font = style.font;
+          const room = select.clientWidth - parseFloat(style.paddingLeft)
+            - parseFloat(style.paddingRight);
+          return Array.from(select.options).filter(o => ctx.measureText(o.text).width > room)
+            .map(o => `${name}: ${o.text}`); }); }"""
+    )
+
+    assert clipped == []
