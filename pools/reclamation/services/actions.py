@@ -193,7 +193,7 @@ def idle_finding_reclaim_now(
     allocation = finding.allocation
     if finding.state != IdleFindingState.OPEN:
         raise InvalidTransition(
-            f"A {finding.state} finding cannot be reclaimed.",
+            f"Only an open finding can be reclaimed; finding #{finding.pk} is {finding.state}.",
             status=finding.state,
             action="reclaim_now",
         )

@@ -211,6 +211,24 @@ def test_reclaim_now_shrinks_to_the_cards_in_use_and_can_be_undone(
     assert world["k8s"].get_gpu_quota("nlp").cards == 2
 
 
+def test_reclaiming_a_finding_again_after_its_undo_says_so_in_plain_words(
+    world_one_in_use, admin, django_capture_on_commit_callbacks
+):
+    """Reclaim, undo, reclaim again (a second click on a stale page): refused, and the message
+    reads as a sentence for every state ("A undone finding cannot be reclaimed." before)."""
+    with django_capture_on_commit_callbacks(execute=True):
+        finding = idle_finding_reclaim_now(finding=world_one_in_use["finding"], actor=admin)
+        reclamation_undo(finding=finding, actor=admin)
+
+    with pytest.raises(InvalidTransition) as refused:
+        idle_finding_reclaim_now(finding=finding, actor=admin)
+
+    assert refused.value.message == (
+        f"Only an open finding can be reclaimed; finding #{finding.pk} is undone."
+    )
+    assert refused.value.data["status"] == IdleFindingState.UNDONE
+
+
 def assert_nothing_changed(world) -> None:
     finding = IdleFinding.objects.get(pk=world["finding"].pk)
     assert (finding.state, finding.cards_reclaimed, finding.reclaimed_at) == ("open", 0, None)
