@@ -1,8 +1,10 @@
 """The clusters list while a connection check is pending: htmx asks for its table again every
-3 s (templates/pools/clusters/cluster_list.html); on a phone the table folds to its key columns
-(static/js/portal.js)."""
+3 s (templates/pools/clusters/cluster_list.html), every 30 s once the check has waited over a
+minute for a worker; on a phone the table folds to its key columns (static/js/portal.js)."""
 
 from __future__ import annotations
+
+from datetime import timedelta
 
 import pytest
 from django.utils import timezone
@@ -49,3 +51,30 @@ def test_an_unfolded_table_stays_unfolded_and_scrolled_across_the_refresh(
     assert page.evaluate(NEXT_SWAP) is True
     expect(cue).to_have_text("2 of 6 columns shown · Show all 6")
     assert table.locator("thead th:visible").count() == 2
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_check_no_worker_picks_up_says_so_instead_of_spinning(
+    signed_in, live_server, tmp_path, width
+):
+    """Asked 2 min 5 s ago and begun by no worker (none runs in this test): the cluster's
+    status says "queued 2 minutes ago, no worker has picked it up yet", the notice above the
+    table asks whether a worker runs, nothing on the table spins (Pico's aria-busy), and the
+    table is asked for again after 30 s, not 3 s."""
+    page = signed_in
+    ClusterFactory(slug="legacy", name="Legacy Slurm",
+                   check_requested_at=timezone.now() - timedelta(seconds=125))  # fmt: skip
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/clusters/")
+
+    status = page.locator("#table [data-check-unclaimed]")
+    expect(status).to_have_text("check queued")
+    expect(page.locator("#table")).to_contain_text(
+        "queued 2\xa0minutes ago, no worker has picked it up yet"
+    )
+    notice = page.locator("#table [data-checks-unclaimed]")
+    expect(notice).to_contain_text("No worker has picked up the connection check queued 2")
+    expect(notice).to_have_attribute("hx-trigger", "load delay:30s")
+    expect(page.locator("#table [aria-busy=true]")).to_have_count(0)
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(tmp_path / f"clusters-unclaimed-{width}.png"), full_page=True)
