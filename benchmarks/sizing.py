@@ -6,8 +6,10 @@ Runs :func:`pools.sizing.plan.estimate_from_fields` over every measurement of
 quantisation) and prints one line per row (model, GPU, TP, precision, engine profile, lengths,
 load, measured and predicted output tok/s of the whole GPU group, error), then a table of the
 median and 90th-percentile absolute error of decode throughput overall and per regime (load |
-precision class | GPU generation, :mod:`pools.sizing.band`). Targets (issue 34): median <= 12 %,
-P90 <= 30 % overall, no regime of at least ``MIN_ROWS`` rows with a median above 25 %.
+precision class | GPU generation, :mod:`pools.sizing.band`) and per engine regime (engine
+profile | load | precision class | GPU generation, as issue 34 defines a regime). Targets (issue
+34): median <= 12 %, P90 <= 30 % overall, no regime of either table with at least ``MIN_ROWS``
+rows with a median above 25 %.
 
 **Leave one source out.** A source is one publication (a repository at one commit, an issue, a
 web page). The model has two fitted numbers, everything else is cited: the compute efficiency
@@ -79,9 +81,16 @@ bb09f365bfed: KV = fraction x (total - peak of that pass, NCCL and CUDA graphs i
 activations of well under the 3 GiB the model reserves. Scored with attention DP the gaps are
 5-8 GiB (H100) and 23-43 GiB (H200) at those pairs: not a memory term either.
 
+**Engine regressions** (``--skip-engine-regressions``): leaves out the rows of an engine release
+whose own notes name a performance regression for that model and card generation
+(:data:`ENGINE_REGRESSIONS`: Llama 4 on Hopper in TensorRT-LLM 0.21-1.0) - a choice of what to
+validate against, off by default. ``benchmarks/sizing_aiconfigurator.py`` (needs NVIDIA's
+``aiconfigurator-core`` in an environment of its own) shows why those rows are not a missing
+term: NVIDIA's own model misses them as much as this one.
+
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
-[--hard-roofline] [--attention-dp] [--achieved] [--implied-batch]``; exit status 0 when the
-targets hold, else 1.
+[--hard-roofline] [--attention-dp] [--achieved] [--implied-batch]
+[--skip-engine-regressions]``; exit status 0 when the targets hold, else 1.
 """
 
 from __future__ import annotations
@@ -191,6 +200,22 @@ DATASETS = (DATASET, DATASET_2026)
 #: Blackwell cells are no longer the gap, the Hopper FP8 ones still are.
 ATTENTION_DP_NOTE = "enable_attention_dp"
 SCORE_ATTENTION_DP = [False]
+#: ``--skip-engine-regressions``: leave out rows that measure an engine release on a model and
+#: card generation for which the engine's own release notes name a performance regression, so
+#: that they measure the regression, not the card. One is published: NVIDIA/TensorRT-LLM
+#: ``docs/source/release-notes.md`` @001eaecea63dd6bdbfd02aed1bf8dc7fad567bd0, "TensorRT-LLM
+#: Release 0.21.0", Known Issues: "full chunked attention support has been added to make sure
+#: LLaMA4 model can functionally run with > 8K seq length, while there is a known performance
+#: regression(only affect LLaMA4 model) on Hopper due to this functional enhancement. The root
+#: cause of the regression has been identified already and the fix will be part of the future
+#: release" ("on Hopper" added by pull request 6438); release 1.0's notes name no such fix, and
+#: its perf-overview's Llama 4 Hopper cells are the ones both this model and NVIDIA's
+#: aiconfigurator over-predict (``benchmarks/sizing_aiconfigurator.py``) while the same models
+#: on Blackwell and Qwen3 MoE on Hopper are not. Off by default: it removes rows, so it is a
+#: choice of what to validate against, not a model. Each entry: (model id prefix, GPU
+#: generation, engine name word, (first, last) engine version as (major, minor)).
+ENGINE_REGRESSIONS = (("llama4", "Hopper", "TensorRT", ((0, 21), (1, 0))),)
+SKIP_ENGINE_REGRESSIONS = [False]
 TARGET_MEDIAN = 12.0
 TARGET_P90 = 30.0
 TARGET_REGIME_MEDIAN = 25.0
@@ -335,6 +360,23 @@ def finite_run_tok_s(
         return steady
     seconds = requests * out / steady + out * estimate.throughput.tpot_ms / 1e3
     return requests * out / seconds
+
+
+def engine_regression(row: dict) -> bool:
+    """Whether ``row`` measures a model, card generation and engine release that
+    :data:`ENGINE_REGRESSIONS` names."""
+    version = re.match(r"^(\d+)\.(\d+)", str(row.get("engine_version") or ""))
+    gpu = _gpus().get(row["gpu"])
+    if version is None or gpu is None:
+        return False
+    release = (int(version.group(1)), int(version.group(2)))
+    return any(
+        row["model_ref"].startswith(prefix)
+        and gpu_generation(gpu) == generation
+        and engine in row["engine"]
+        and first <= release <= last
+        for prefix, generation, engine, (first, last) in ENGINE_REGRESSIONS
+    )
 
 
 def request_for(row: dict) -> tuple[dict | None, str]:
@@ -596,6 +638,9 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
     """
     cases, skipped = [], []
     for row in rows:
+        if SKIP_ENGINE_REGRESSIONS[0] and engine_regression(row):
+            skipped.append((row["id"], "engine release with a published regression"))
+            continue
         request, note = request_for(row)
         if request is None:
             skipped.append((row["id"], note))
@@ -816,6 +861,24 @@ def regime_table(cases: list[dict]) -> list[tuple[str, int, float, float, float,
     return table
 
 
+def engine_regime_table(cases: list[dict]) -> list[tuple[str, int, float, float]]:
+    """(engine profile|load|precision|generation, rows, median |error| %, P90 |error| %) for
+    every such group in ``cases``: the regime issue 34 names (engine x precision x GPU
+    generation x batch-1 / throughput). The error bands keep to :func:`regime_table`'s keys (an
+    estimate's band should not depend on the engine's name alone when few rows share it); the
+    target "no regime median above 25 %" is checked on both tables."""
+    groups: dict[str, list[float]] = {}
+    for case in cases:
+        if case["error"] is None:
+            continue
+        key = f"{case['profile']}|{case['load']}|{case['precision']}|{case['generation']}"
+        groups.setdefault(key, []).append(abs(case["error"]))
+    return [
+        (key, len(errors), statistics.median(errors), _p90(errors))
+        for key, errors in sorted(groups.items())
+    ]
+
+
 def run(
     datasets: list[Path],
     *,
@@ -876,8 +939,17 @@ def run(
     )
     for key, count, median, p90, low, high in table:
         print(f"{key:<40} {count:>5} {median:>15.1f} {p90:>12.1f} {low:>12.2f} - {high:<11.2f}")
+    by_engine = engine_regime_table(cases)
+    print()
+    print(
+        f"{'regime (engine|load|precision|GPU generation)':<60} {'rows':>5} "
+        f"{'median':>7} {'P90':>6}"
+    )
+    for key, count, median, p90 in by_engine:
+        print(f"{key:<60} {count:>5} {median:>7.1f} {p90:>6.1f}")
     overall = table[0]
     regimes = [entry for entry in table if entry[0] != "all" and entry[1] >= MIN_ROWS]
+    regimes += [entry for entry in by_engine if entry[1] >= MIN_ROWS]
     worst = max(regimes, key=lambda entry: entry[2]) if regimes else overall
     print()
     print(
@@ -976,7 +1048,17 @@ def main() -> int:
         help="print each saturated row's admitted batch, the batch that would give the measured "
         "rate, and the KV memory per card of each",
     )
+    parser.add_argument(
+        "--skip-engine-regressions",
+        action="store_true",
+        help="leave out rows of an engine release whose notes name a regression for that model "
+        "and card generation (ENGINE_REGRESSIONS); never with --write-bands",
+    )
     args = parser.parse_args()
+    if args.skip_engine_regressions:
+        if args.write_bands:
+            parser.error("--skip-engine-regressions scores a subset; its bands are not the set's")
+        SKIP_ENGINE_REGRESSIONS[0] = True
     if args.attention_dp:
         if args.write_bands:
             parser.error("--attention-dp scores a layout the sources do not establish")

@@ -151,9 +151,10 @@ class UsageRecord(models.Model):
     ``basis`` is fixed at import: reserved (an allocation's wall time), used (jobs outside any
     reserved allocation), tokens, or included (jobs inside a reserved allocation; not charged).
     ``allocation`` names the allocation a record belongs to: a reserved or burst record's own,
-    an included job's reservation, or a used job's allocation priced on use (charged, and
-    inside that allocation's held time for the idle cost); a used record without one ran in
-    no allocation.
+    included usage's reservation, or used usage's allocation priced on use (charged, and
+    inside that allocation's held time for the idle cost; both matched by
+    :meth:`billing.services.usage_import.UsageCatalogue.covering`); a used record without one
+    ran in no allocation.
     """
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage_records")

@@ -259,12 +259,13 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     card-seconds), at the reserved rate of the rate periods they fall in, as capacity is
     (:func:`billing.charges.period_sums` per GPU model: one ``GROUP BY``, not a row per job).
 
-    A used record naming an allocation is a job the Slurm import found inside an allocation
-    priced on use (:func:`billing.services.usage_import._job_piece_record`): that allocation's
-    held time is already allocated, so the job is not counted again here — except what it
-    and the allocation's other jobs used beyond the allocation's cards at any moment (or
-    outside its window, or of an allocation no longer charged): those card-seconds ran on
-    other cards and are added (:func:`_beyond_on_use`).
+    A used record naming an allocation is usage (a Slurm job, a Kubernetes day's steps) an
+    import found inside an allocation priced on use
+    (:meth:`billing.services.usage_import.UsageCatalogue.covering`): that allocation's held
+    time is already allocated, so the usage is not counted again here — except what it and
+    the allocation's other usage ran beyond the allocation's cards at any moment (or outside
+    its window, or of an allocation no longer charged): those card-seconds ran on other cards
+    and are added (:func:`_beyond_on_use`).
 
     Such a record names a team and a GPU model but no pool (Slurm accounting gives a partition,
     the Prometheus meter a node, and neither is kept on the record), so it is attributed by its
@@ -297,7 +298,10 @@ def _beyond_on_use(records, periods) -> list[tuple[int, list[Decimal]]]:
     cards: its quantity / its whole seconds) less the cards the allocation held then (its card
     timeline, :func:`pools.reclamation.card_timeline.card_pieces`, × its card share; none
     outside its window or when its status is not charged), when more; × the seconds, split
-    over ``periods``. Two queries; the allocations' records are few (their jobs)."""
+    over ``periods``. A Kubernetes record's cards are its steps' average over its stretch, so
+    a peak evened out by a lull inside one day's stretch is not seen: this never counts more
+    than the steps would, at a steady allocation. Two queries; the allocations' records are
+    few (their jobs, their days)."""
     by_allocation: dict[int, list[tuple[datetime, datetime, Fraction]]] = defaultdict(list)
     for allocation_id, quantity, start, end in records.values_list(
         "allocation_id", "quantity", "period_start", "period_end"

@@ -14,8 +14,11 @@ reads at each time; the keys below name the cluster (``k8s@<cluster id>:…``, n
 environment's) and a span start when a cluster's Prometheus changed inside the day
 (``<YYYY-MM-DD>@<epoch s>``), as that module decides.
 
-Kubernetes (``source="kubernetes"``), key ``k8s:<namespace>:<model slug>:<YYYY-MM-DD>:<basis>``
-where basis is ``used`` or ``alloc<id>`` (inside a reserved allocation, recorded ``included``):
+Kubernetes (``source="kubernetes"``), key ``k8s:<namespace>:<model slug>:<YYYY-MM-DD>:<where>``
+where ``where`` is ``alloc<id>`` for the steps inside an allocation of the team and GPU model
+(matched per step as the Slurm import matches a job,
+:meth:`~billing.services.usage_import.UsageCatalogue.covering`: ``included`` in a reserved one,
+``used`` — charged — in one priced on use) and ``used`` for the rest:
 
 - series: ``kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}``
   (kube-state-metrics; ``node!=""`` keeps scheduled pods only, pending pods hold no card),
@@ -37,7 +40,10 @@ where basis is ``used`` or ``alloc<id>`` (inside a reserved allocation, recorded
   exactly through :class:`~pools.models.GpuModelAlias` (``NVIDIA-A100-SXM4-80GB``); (2) the
   pools inventory: the node's hostname in ``pools.Node`` with exactly one GPU model; (3) the
   team's allocation(s) in Kubernetes pools when they have exactly one model. Otherwise the
-  usage is reported (``unknown_gpu_model``) and not charged.
+  usage is reported (``unknown_gpu_model``) and not charged;
+- a day partly inside an allocation priced on use always has its ``used`` record, at 0 when
+  nothing ran outside the allocation, so that a record imported before such allocations were
+  matched is corrected in place on a re-import (:func:`_k8s_used_kept`).
 
 vLLM tokens (``source="prometheus-tokens"``), key
 ``vllm:<namespace>:<model_name>:<unit>:<YYYY-MM-DD>``:
@@ -59,6 +65,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Protocol
@@ -287,6 +294,21 @@ def usage_import_kubernetes(
         return usage_import_save(UsageSource.KUBERNETES, start, end, report)
 
 
+@dataclass
+class _Total:
+    """Card-seconds of one record to be, and the stretch its steps cover (``since``, ``until``:
+    the first step's start, the last one's end)."""
+
+    quantity: Decimal = Decimal(0)
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def add(self, card_seconds: Decimal, start: datetime, end: datetime) -> None:
+        self.quantity += card_seconds
+        self.since = start if self.since is None else min(self.since, start)
+        self.until = end if self.until is None else max(self.until, end)
+
+
 def _k8s_totals(
     cards: dict[tuple[str, str], dict[float, Decimal]],
     resolvers: tuple[NamespaceTeams, _K8sModels, UsageCatalogue],
@@ -294,14 +316,15 @@ def _k8s_totals(
     step_s: int,
     days: list[tuple[date, datetime, datetime]],
     report: ImportReport,
-) -> dict[tuple, Decimal]:
-    """Card-seconds per ``(cluster, team, model, day, span, covering allocation)`` of the steps
+) -> dict[tuple, _Total]:
+    """Card-seconds per ``(cluster, team, model, day, span, allocation, basis)`` of the steps
     of ``cards`` (``{(namespace, node): {epoch s: cards}}``) this meter bills, the cluster the
-    node's (``metering``: this Prometheus' meter and the map)."""
+    node's (``metering``: this Prometheus' meter and the map); each step's allocation and basis
+    those of its start (:meth:`UsageCatalogue.covering`, the Slurm import's rule)."""
     teams, models, catalogue = resolvers
     meter, meters = metering
     zone = billing_zone()
-    totals: dict[tuple, Decimal] = defaultdict(Decimal)
+    totals: dict[tuple, _Total] = defaultdict(_Total)
     reported: set[tuple[str, str]] = set()
     for (namespace, node), points in sorted(cards.items()):
         cluster = meters.cluster_of_node(node, meter)
@@ -315,10 +338,36 @@ def _k8s_totals(
         # one span (no switch): the same bounds for every step, not looked up per step
         fixed = (None, None) if meters.always(cluster, meter) is not None else None
         for day, a, count, seconds in _k8s_step_pieces(billed, step_s, days, zone):
-            covering = catalogue.covering_reservation(team_id, model_id, a)
+            allocation_id, basis = catalogue.covering(team_id, model_id, a)
             span = fixed or meters.span_bounds(cluster, a)
-            totals[(cluster, team_id, model_id, day, span, covering)] += count * share * seconds
+            totals[(cluster, team_id, model_id, day, span, allocation_id, basis)].add(
+                count * share * seconds, a, a + timedelta(seconds=seconds)
+            )
     return totals
+
+
+def _k8s_used_kept(
+    totals: dict[tuple, _Total],
+    bounds: dict[date, tuple[datetime, datetime]],
+    catalogue: UsageCatalogue,
+) -> None:
+    """Add to ``totals`` (at 0) the ``used`` total of each piece of a day (``bounds``: the
+    day's ``(start, end)``, clipped to its span) with usage inside an allocation priced on use
+    that is not in force all through the piece
+    (:meth:`~billing.services.usage_import.UsageCatalogue.on_use_throughout`).
+
+    Before on-use allocations were matched, all of such a piece's usage outside reservations
+    was its ``used`` record; the migration ``0017`` moved the records of pieces wholly inside
+    one to that allocation's key, but of a piece that is partly inside it nobody can tell
+    which steps were: importing the day again writes that ``used`` record (its usage outside
+    the allocation, 0 if none), so the old total is corrected in place, never charged beside
+    the allocation's new record."""
+    for cluster, team_id, model_id, day, span, allocation_id, basis in list(totals):
+        if allocation_id is None or basis != ChargeBasis.USED:
+            continue
+        piece = _piece_bounds(*bounds[day], span)
+        if catalogue.on_use_throughout(team_id, model_id, *piece) is None:
+            totals.setdefault((cluster, team_id, model_id, day, span, None, basis), _Total())
 
 
 def _steps_billed_here(
@@ -449,39 +498,45 @@ def _k8s_charged(
 
 
 def _k8s_records(
-    totals: dict[tuple, Decimal],
+    totals: dict[tuple, _Total],
     days: list[tuple[date, datetime, datetime]],
     catalogue: UsageCatalogue,
     teams: NamespaceTeams,
 ) -> list[UsageRecord]:
-    """One card-seconds :class:`UsageRecord` per ``(cluster, team, model, day, span, covering
-    allocation)`` of ``totals``, in key order, over the day clipped to the span, keyed
-    ``k8s[@<cluster>]:<namespace>:<model>:<day>[@<span start>]:alloc<id>|used``
-    (:mod:`billing.services.prometheus_meters`)."""
+    """One card-seconds :class:`UsageRecord` per ``(cluster, team, model, day, span,
+    allocation, basis)`` of ``totals`` (with the ``used`` ones :func:`_k8s_used_kept` adds), in
+    key order, keyed ``k8s[@<cluster>]:<namespace>:<model>:<day>[@<span start>]:alloc<id>|used``
+    (:mod:`billing.services.prometheus_meters`). A record's period is the day clipped to the
+    span; one inside an allocation priced on use covers only its steps (its first one's start to
+    its last one's end), which the idle cost reads as its cards in use
+    (:func:`billing.selectors._beyond_on_use`)."""
     bounds = {day: (a, b) for day, a, b in days}
+    _k8s_used_kept(totals, bounds, catalogue)
     namespace_of = {team_id: ns for ns, team_id in sorted(teams.by_namespace.items(), reverse=True)}
     records = []
-    for (cluster, team_id, model_id, day, span, covering), quantity in sorted(
+    for (cluster, team_id, model_id, day, span, allocation_id, basis), total in sorted(
         totals.items(), key=lambda kv: tuple(str(part) for part in kv[0])
     ):
         day_start = bounds[day][0]
         a, b = _piece_bounds(*bounds[day], span)
         slug = catalogue.model_slug.get(model_id, str(model_id))
         prefix = cluster_key_prefix("k8s", cluster)
+        on_use = allocation_id is not None and basis == ChargeBasis.USED
+        tail = f"alloc{allocation_id}" if allocation_id else "used"
         records.append(
             UsageRecord(
                 team_id=team_id,
                 gpu_model_id=model_id,
-                allocation_id=covering,
-                quantity=quantity.quantize(Decimal("0.000001")),
+                allocation_id=allocation_id,
+                quantity=total.quantity.quantize(Decimal("0.000001")),
                 unit=UsageUnit.CARD_SECONDS,
-                basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
+                basis=basis,
                 month=day.replace(day=1),
-                period_start=a,
-                period_end=b,
+                period_start=max(a, total.since) if on_use else a,
+                period_end=min(b, total.until) if on_use else b,
                 source=UsageSource.KUBERNETES,
                 source_id=f"{prefix}:{namespace_of.get(team_id, team_id)}:{slug}:"
-                f"{day_key(day, a, day_start)}:{f'alloc{covering}' if covering else 'used'}",
+                f"{day_key(day, a, day_start)}:{tail}",
             )
         )
     return records

@@ -401,24 +401,44 @@ class UsageCatalogue:
         }
         return candidates.pop() if len(candidates) == 1 else None
 
-    def covering_reservation(self, team_id: int, model_id: int, at: datetime) -> int | None:
-        """The team's reserved allocation of this model in force at ``at``. Slurm keeps times
-        in whole seconds, so a job started in the same second as the allocation (``at`` =
-        12:00:05, the allocation from 12:00:05.6) is inside it."""
-        return _in_force(self.reserved.get((team_id, model_id), ()), at)
+    def covering(self, team_id: int, model_id: int, at: datetime) -> tuple[int | None, str]:
+        """``(allocation id or None, basis)`` of usage of the team's cards of ``model_id`` at
+        ``at``: the one rule both schedulers' imports follow (Slurm per job, Kubernetes per
+        step). ``included`` in the team's reserved allocation of that model in force at ``at``
+        (not charged again); else ``used`` (charged), naming the team's allocation of that model
+        priced on use in force then, if any (its held time is already the pool's allocated
+        time: the idle cost does not count the usage again as used outside allocations,
+        :func:`billing.selectors._used_outside_costs`); else ``used`` in none.
 
-    def covering_on_use(self, team_id: int, model_id: int, at: datetime) -> int | None:
-        """The team's allocation of this model priced on use in force at ``at``, matched as
-        :meth:`covering_reservation` matches a reserved one."""
-        return _in_force(self.on_use.get((team_id, model_id), ()), at)
+        In force: from the allocation's start taken to the whole second (Slurm keeps whole
+        seconds, so a job started at 12:00:05 is inside an allocation from 12:00:05.6) until its
+        end; of two in force, the first to start (:meth:`_load_reservations`' order)."""
+        reserved = _in_force(self.reserved.get((team_id, model_id), ()), at)
+        if reserved is not None:
+            return reserved[2], ChargeBasis.INCLUDED
+        on_use = _in_force(self.on_use.get((team_id, model_id), ()), at)
+        return (None if on_use is None else on_use[2]), ChargeBasis.USED
+
+    def on_use_throughout(
+        self, team_id: int, model_id: int, start: datetime, end: datetime
+    ) -> int | None:
+        """The team's allocation of ``model_id`` priced on use in force at every moment of
+        ``[start, end)``, or ``None``: the one in force at ``start`` (as :meth:`covering`
+        picks it) when it lasts until ``end``. Any earlier-started one is over by ``start``,
+        so this one is the first in force all along."""
+        window = _in_force(self.on_use.get((team_id, model_id), ()), start)
+        return window[2] if window is not None and end <= window[1] else None
 
 
-def _in_force(windows: Iterable[tuple[datetime, datetime, int]], at: datetime) -> int | None:
-    """The id of the first of ``windows`` (``(starts, ends, allocation id)``) holding ``at``,
-    its start taken to the whole second."""
-    for starts, ends, allocation_id in windows:
+def _in_force(
+    windows: Iterable[tuple[datetime, datetime, int]], at: datetime
+) -> tuple[datetime, datetime, int] | None:
+    """The first of ``windows`` (``(starts, ends, allocation id)``) holding ``at``, its start
+    taken to the whole second."""
+    for window in windows:
+        starts, ends, _ = window
         if starts.replace(microsecond=0) <= at < ends:
-            return allocation_id
+            return window
     return None
 
 
@@ -458,7 +478,8 @@ def usage_import_slurm(
     Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
     starts, per GRES type: cards × seconds. Jobs inside a reserved allocation of the same team
     and GPU model are recorded as ``included`` (not charged again); all others as ``used``,
-    those inside an allocation priced on use naming it (:func:`_job_piece_record`).
+    those inside an allocation priced on use naming it (:meth:`UsageCatalogue.covering`, at
+    each month's piece's start).
     Problems (unknown account or GPU type, clock skew) are listed in the report; clock skew is
     also kept as a 0 record flagged for review. ``read_issues`` (lines of an accounting file
     that were rejected or noted while reading it) head the report's issues.
@@ -542,22 +563,18 @@ def _job_piece_record(
     prefix: str,
 ) -> UsageRecord:
     """The card-seconds record of ``cards`` of one GRES entry (``key``, :func:`_gpu_shares`)
-    of ``job`` over one month's ``piece`` (``(month, start, end)``): ``included`` in the
-    team's reserved allocation of ``model_id`` in force at the piece's start; else ``used``
-    (charged), naming the team's allocation of that model priced on use in force then, if
-    any (its held time is already the pool's allocated time: the idle cost does not count
-    the job again as used outside allocations)."""
+    of ``job`` over one month's ``piece`` (``(month, start, end)``), its allocation and basis
+    those of the piece's start (:meth:`UsageCatalogue.covering`)."""
     month, piece_start, piece_end = piece
     piece_seconds = int((piece_end - piece_start).total_seconds())
-    covering = catalogue.covering_reservation(team_id, model_id, piece_start)
-    inside = covering or catalogue.covering_on_use(team_id, model_id, piece_start)
+    allocation_id, basis = catalogue.covering(team_id, model_id, piece_start)
     return UsageRecord(
         team_id=team_id,
         gpu_model_id=model_id,
-        allocation_id=inside,
+        allocation_id=allocation_id,
         quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
         unit=UsageUnit.CARD_SECONDS,
-        basis=ChargeBasis.INCLUDED if covering else ChargeBasis.USED,
+        basis=basis,
         month=month,
         period_start=piece_start,
         period_end=piece_end,

@@ -228,10 +228,20 @@ def _initial_form() -> dict:
     return form
 
 
-def _form_values(data: QueryDict | None) -> dict:
+def _form_values(data: QueryDict | None, *, link: bool = False) -> dict:
+    """The inputs the page shows: the defaults when the query names none; else the query's.
+    ``link`` (the page opened from an address, not the form's own htmx request): inputs the
+    query leaves out keep their defaults, so ``?model=qwen3_30b_a3b&precision=NVFP4`` sizes that
+    model at the page's lengths and load instead of asking for every field."""
     if not data or not any(key in data for key in SCALAR_INPUTS):
         return _initial_form()
-    return _raw_inputs(data)
+    raw = _raw_inputs(data)
+    if link:
+        initial = _initial_form()
+        for key in SCALAR_INPUTS:
+            if key not in data and key in initial:
+                raw[key] = initial[key]
+    return raw
 
 
 def _decorate(results: dict) -> dict:
@@ -312,7 +322,7 @@ def _page_context(request, form: dict) -> dict:
 def sizing_page(request):
     """The what-if page; htmx asks for the ``results`` fragment as the inputs change;
     ``export=csv`` answers the rows as CSV."""
-    form = _form_values(request.GET)
+    form = _form_values(request.GET, link=not request.htmx)
     results = errors = None
     try:
         _inputs, results = sizing_services.sizing_preview(raw=form)

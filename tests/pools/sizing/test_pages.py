@@ -435,6 +435,20 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
     assert re.search(shares, fp8, re.S).group(1) == "50 % of tensor peak"
 
 
+def test_a_link_naming_some_inputs_keeps_the_defaults_for_the_rest(fleet, member_page):
+    response = member_page.get("/sizing/?model=llama3_70b&output_len=500")
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert "Fix these inputs" not in html
+    assert re.search(r'option value="llama3_70b" data-config="[^"]*" selected', html)
+    assert re.search(r'name="output_len"[^>]*value="500"', html)
+    assert re.search(r'name="input_len"[^>]*value="1000"', html)  # the page's default
+    # the form's own request (htmx) sends every input: one left out there is an error
+    partial = _htmx(member_page, "/sizing/", {"model": "llama3_70b", "output_len": "500"})
+    assert "<strong>Input tokens</strong>: This field is required." in partial.content.decode()
+
+
 def _reserved_price(slug: str, price: str) -> None:
     """A rate card from 2020 with one reserved card-hour price, in EUR."""
     from datetime import date
