@@ -1,7 +1,7 @@
 """A finding's evidence as pages show it: each number the rules store (:mod:`pools.advisor.rules`,
 keys in their units: ``_pct`` 0-100, ``_s`` seconds, ``_mib`` MiB, ``_share`` 0-1) under a label
-in words with its unit, counts as whole numbers. The API and the CSV keep the rules' keys and
-values. Pure: no ORM."""
+in words with its unit, counts as whole numbers. The API keeps the rules' keys and values; the
+CSV their keys with the page's values. Pure: no ORM."""
 
 from __future__ import annotations
 
@@ -10,27 +10,29 @@ from collections.abc import Callable, Mapping
 Shown = Callable[[object], str]
 
 
-def _number(value: object, places: int) -> str:
-    """Grouped as money and statement quantities are: a narrow no-break space (``3 456``)."""
+def grouped(value: object, places: int = 0) -> str:
+    """``value`` to ``places`` decimals, thousands grouped as money and statement quantities
+    are (:func:`billing.pricing.format_money`): a narrow no-break space, ``3456.0`` ->
+    ``3 456``. The rules' summaries group their numbers with it too."""
     return f"{value:,.{places}f}".replace(",", "\u202f")
 
 
 def _count(value: object) -> str:
-    return _number(round(value), 0)
+    return grouped(round(value), 0)
 
 
 def _unit(unit: str, places: int) -> Shown:
     """``places`` decimals, then the unit after a no-break space (none when ``unit`` is "")."""
-    return lambda value: _number(value, places) + (f"\u00a0{unit}" if unit else "")
+    return lambda value: grouped(value, places) + (f"\u00a0{unit}" if unit else "")
 
 
 def _share(value: object) -> str:
     """A share 0-1 as a percentage: 0.125 -> "12.5 %"."""
-    return f"{_number(round(value * 100, 1) + 0.0, 1)}\u00a0%"  # + 0.0: no "-0.0 %"
+    return f"{grouped(round(value * 100, 1) + 0.0, 1)}\u00a0%"  # + 0.0: no "-0.0 %"
 
 
 def _times(value: object) -> str:
-    return f"{_number(value, 2)}×"
+    return f"{grouped(value, 2)}×"
 
 
 def _yes_no(value: object) -> str:
@@ -109,15 +111,28 @@ EVIDENCE: dict[str, tuple[str, Shown]] = {
 }
 
 
+def _shown(key: str, value: object) -> tuple[str, str]:
+    """``(label, text)`` of one stored number (see :func:`evidence_rows`)."""
+    label, shown = EVIDENCE.get(key, (key, _words))
+    try:
+        return label, "unknown" if value is None else shown(value)
+    except (TypeError, ValueError):
+        return label, str(value)
+
+
 def evidence_rows(numbers: Mapping[str, object]) -> list[tuple[str, str]]:
     """``(label, value)`` of each stored number, in the rule's order: ``None`` is "unknown", a
     key with no label is shown as it is stored (a rule newer than this map)."""
-    rows = []
+    return [_shown(key, value) for key, value in numbers.items()]
+
+
+def evidence_csv(numbers: Mapping[str, object]) -> str:
+    """The CSV's evidence cell: ``key=value`` per stored number, "; " between, the rule's keys
+    kept (as the API's) and each value as the page shows it — counts whole, the unit after it —
+    without the group separator, so a script reads the digits: ``{"preemptions": 2874.0,
+    "fb_used_pct_max": 97.25}`` -> ``preemptions=2874; fb_used_pct_max=97.2 %``."""
+    cells = []
     for key, value in numbers.items():
-        label, shown = EVIDENCE.get(key, (key, _words))
-        try:
-            text = "unknown" if value is None else shown(value)
-        except (TypeError, ValueError):
-            text = str(value)
-        rows.append((label, text))
-    return rows
+        text = _shown(key, value)[1].replace("\u202f", "").replace("\u00a0", " ")
+        cells.append(f"{key}={text}")
+    return "; ".join(cells)

@@ -30,6 +30,9 @@ from datetime import UTC, date, datetime, time, timedelta
 from enum import StrEnum
 from typing import NamedTuple
 
+from pools.advisor.evidence import TRIGGERS, grouped
+from pools.advisor.sources import Passage, citation, troubleshooting_row
+
 BUCKET_S = 300  # the rollups' 5-minute buckets (pools.serving.choices.Resolution)
 
 
@@ -55,27 +58,85 @@ class Rule(StrEnum):
 
 @dataclass(frozen=True)
 class RuleInfo:
-    """A rule as pages list it: its code, title and the seeds' section it comes from."""
+    """A rule as pages list it: its code, title and the seeds' passages it comes from
+    (:mod:`pools.advisor.sources`)."""
 
     rule: Rule
     title: str
-    source: str
+    sources: tuple[Passage, ...]
+
+    @property
+    def source(self) -> str:
+        """The short citation: ``004 §5.1 row 5, §4.1, §4.3``."""
+        return citation(self.sources)
+
+    @property
+    def source_in_words(self) -> str:
+        """Each passage as :attr:`Passage.words` says it, separated by "; "."""
+        return "; ".join(passage.words for passage in self.sources)
 
 
 RULES: tuple[RuleInfo, ...] = (
-    RuleInfo(Rule.BATCHING, "GPU idle while requests queue", "004 §5.1 row 1"),
     RuleInfo(
-        Rule.NOISY_NEIGHBOUR, "Latency spikes with a neighbour's load", "004 §5.1 row 2, 000 §5.4"
+        Rule.BATCHING,
+        "GPU idle while requests queue",
+        (troubleshooting_row(1, "GPU utilisation is low but requests queue badly"),),
     ),
-    RuleInfo(Rule.MEMORY_PRESSURE, "Preemptions, KV cache or framebuffer full", "004 §5.1 row 3"),
-    RuleInfo(Rule.INTERCONNECT, "Multi-node job without fast interconnect", "004 §5.1 row 4"),
-    RuleInfo(Rule.PROMPT_BLOAT, "Prompt and tool-return bloat", "004 §5.1 row 5, §4.1, §4.3"),
-    RuleInfo(Rule.SCALING_CHURN, "Scaling that reverses or changes nothing", "004 §5.1 row 6"),
-    RuleInfo(Rule.COLD_START, "Slow and failing right after a scale-up", "000 §5.1"),
-    RuleInfo(Rule.QUEUE_AVALANCHE, "Queue avalanche", "000 §5.2"),
-    RuleInfo(Rule.MEMORY_DECAY, "Free framebuffer decaying over days", "000 §5.3"),
-    RuleInfo(Rule.OUTSIDE_GPU, "Slow while the GPU idles", "004 §5.2 habit 1"),
-    RuleInfo(Rule.SATURATION, "Sustained utilisation above 90 %", "004 §2.3"),
+    RuleInfo(
+        Rule.NOISY_NEIGHBOUR,
+        "Latency spikes with a neighbour's load",
+        (troubleshooting_row(2, "inference latency spikes now and then"), Passage("000", "5.4")),
+    ),
+    RuleInfo(
+        Rule.MEMORY_PRESSURE,
+        "Preemptions, KV cache or framebuffer full",
+        (troubleshooting_row(3, "GPU memory runs out (OOM) often"),),
+    ),
+    RuleInfo(
+        Rule.INTERCONNECT,
+        "Multi-node job without fast interconnect",
+        (troubleshooting_row(4, "a job across several GPU servers does not converge"),),
+    ),
+    RuleInfo(
+        Rule.PROMPT_BLOAT,
+        "Prompt and tool-return bloat",
+        (
+            troubleshooting_row(5, "token billing does not match what was used"),
+            Passage("004", "4.1", says="a long system prompt is paid again on every call"),
+            Passage("004", "4.3", says="12 model calls a task, 7 of them retries of a tool call"),
+        ),
+    ),
+    RuleInfo(
+        Rule.SCALING_CHURN,
+        "Scaling that reverses or changes nothing",
+        (troubleshooting_row(6, "scaling out or in changes little"),),
+    ),
+    RuleInfo(Rule.COLD_START, "Slow and failing right after a scale-up", (Passage("000", "5.1"),)),
+    RuleInfo(Rule.QUEUE_AVALANCHE, "Queue avalanche", (Passage("000", "5.2"),)),
+    RuleInfo(Rule.MEMORY_DECAY, "Free framebuffer decaying over days", (Passage("000", "5.3"),)),
+    RuleInfo(
+        Rule.OUTSIDE_GPU,
+        "Slow while the GPU idles",
+        (
+            Passage(
+                "004",
+                "5.2",
+                "habit 1",
+                "before adding cards, check that the queue really comes from too little compute",
+            ),
+        ),
+    ),
+    RuleInfo(
+        Rule.SATURATION,
+        "Sustained utilisation above 90 %",
+        (
+            Passage(
+                "004",
+                "2.3",
+                says="GPU utilisation above 90 % for long: plan ahead, keep a 30 % buffer",
+            ),
+        ),
+    ),
 )
 RULE_TITLES = {info.rule.value: info.title for info in RULES}
 
@@ -509,8 +570,8 @@ def rule_noisy_neighbour(s: NeighbourSignals, t: Thresholds) -> Outcome:
             "shared": s.shared,
             "hosts": list(s.hosts),
         },
-        f"Latency spikes {len(coinciding)} of {len(spikes)} times when a workload sharing its "
-        f"{s.shared} is busy.",
+        f"Latency spikes {grouped(len(coinciding))} of {grouped(len(spikes))} times when a "
+        f"workload sharing its {s.shared} is busy.",
         "Isolate it: exclusive cards or nodes for latency-sensitive serving (node affinity, a "
         "shape on its own nodes); if cards must be shared, lower the neighbour's concurrency "
         "and give each tenant memory and bandwidth quotas.",
@@ -562,8 +623,8 @@ def rule_memory_pressure(s: WindowSignals, t: Thresholds) -> Outcome:
                 "kv_full_buckets": kv_full,
                 "fb_used_pct_max": _r(max(fb), 1) if fb else None,
             },
-            f"Memory ran out in {len(hits)} five-minute buckets: {preempted:.0f} preemptions, "
-            f"KV cache full in {kv_full}.",
+            f"Memory ran out in {grouped(len(hits))} five-minute buckets: {grouped(preempted)} "
+            f"preemptions, KV cache full in {grouped(kv_full)}.",
             "Lower the concurrency per replica (max running requests), revisit the KV cache "
             "reservation (gpu-memory-utilization, FP8 KV cache), or move to a card with more "
             "memory.",
@@ -595,7 +656,7 @@ def rule_interconnect(s: FabricSignals, t: Thresholds) -> Outcome:
                 Severity.WARNING,
                 since,
                 numbers,
-                f"Spread over {s.nodes} nodes that have no fast fabric between them.",
+                f"Spread over {grouped(s.nodes)} nodes that have no fast fabric between them.",
                 fix,
             )
 
@@ -621,7 +682,8 @@ def rule_interconnect(s: FabricSignals, t: Thresholds) -> Outcome:
         t,
         run_numbers,
         (
-            f"Busy on {s.nodes} nodes with no NVLink traffic: the cards talk over a slow path.",
+            f"Busy on {grouped(s.nodes)} nodes with no NVLink traffic: the cards talk over a "
+            "slow path.",
             fix,
         ),
         unknown=unknown,
@@ -635,7 +697,9 @@ def rule_prompt_bloat(s: PromptBloatSignals, t: Thresholds, *, since: datetime) 
     below ``bloat_cached_share_below`` or retries above ``bloat_retry_share_above``
     (004 §5.1 row 5, §4.1, §4.3). ``since``: the start of the period the figures cover."""
     if s.tasks < t.bloat_min_tasks:
-        return Undecided(Rule.PROMPT_BLOAT, f"only {s.tasks} tasks with per-call token data")
+        return Undecided(
+            Rule.PROMPT_BLOAT, f"only {grouped(s.tasks)} tasks with per-call token data"
+        )
     growth = (
         s.input_tokens_last_call_mean / s.input_tokens_first_call_mean
         if s.input_tokens_first_call_mean > 0
@@ -650,7 +714,7 @@ def rule_prompt_bloat(s: PromptBloatSignals, t: Thresholds, *, since: datetime) 
     fired = [name for name, value in triggers.items() if value is True]
     if not fired:
         if any(value is None for value in triggers.values()):
-            missing = ", ".join(n for n, v in triggers.items() if v is None)
+            missing = ", ".join(TRIGGERS[n] for n, v in triggers.items() if v is None)
             return Undecided(Rule.PROMPT_BLOAT, f"unknown: {missing}")
         return None
     return Finding(
@@ -666,7 +730,9 @@ def rule_prompt_bloat(s: PromptBloatSignals, t: Thresholds, *, since: datetime) 
             "retry_share": _r(s.retry_share, 3),
             "triggers": fired,
         },
-        f"Agent tasks make {s.calls_per_task_mean:.1f} calls each; " + ", ".join(fired) + ".",
+        f"Agent tasks make {grouped(s.calls_per_task_mean, 1)} calls each; "
+        + ", ".join(TRIGGERS[name] for name in fired)
+        + ".",
         "Trim the system prompt and tool descriptions, cap tool-return length, keep fixed "
         "prefixes first so the prompt cache hits, and fix tool arguments (schema, input "
         "checks) instead of retrying the whole generation.",
@@ -695,9 +761,12 @@ def _latency_around(buckets: Sequence[Bucket], at: datetime, after: bool) -> flo
 def _churn_summary(reversals: int, events: int, ups: int, useless: bool) -> str:
     parts = []
     if reversals:
-        parts.append(f"{reversals} of {events} scale events reversed within twice the cooldown")
+        parts.append(
+            f"{grouped(reversals)} of {grouped(events)} scale events reversed within twice the "
+            "cooldown"
+        )
     if useless:
-        parts.append(f"none of {ups} scale-ups lowered latency")
+        parts.append(f"none of {grouped(ups)} scale-ups lowered latency")
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
 
@@ -825,7 +894,7 @@ def rule_queue_avalanche(s: WindowSignals, t: Thresholds) -> Outcome:
                 "ttft_p95_s_max": _r(max(b.ttft_p95_s for b in hits), 1),
             },
             f"The queue grew past what runs and first tokens took "
-            f"{max(b.ttft_p95_s for b in hits):.0f} s (p95) in {len(hits)} buckets.",
+            f"{grouped(max(b.ttft_p95_s for b in hits))} s (p95) in {grouped(len(hits))} buckets.",
             "Cap each instance's queue and answer 503 at once when it is full so the load "
             "balancer tries another; make clients back off exponentially instead of retrying "
             "at once.",
@@ -842,7 +911,7 @@ def rule_memory_decay(s: DecaySignals, t: Thresholds) -> Outcome:
     ``decay_throughput_drop_share`` (000 §5.3)."""
     known = [d for d in s.days if d.fb_free_mib_per_card is not None]
     if len(known) < t.decay_min_days:
-        return Undecided(Rule.MEMORY_DECAY, f"free framebuffer known on {len(known)} days")
+        return Undecided(Rule.MEMORY_DECAY, f"free framebuffer known on {grouped(len(known))} days")
     first, last = known[0], known[-1]
     falling = all(
         b.fb_free_mib_per_card <= a.fb_free_mib_per_card * 1.1
@@ -868,8 +937,9 @@ def rule_memory_decay(s: DecaySignals, t: Thresholds) -> Outcome:
             "tok_s_per_busy_card_first": _r(speeds[0], 1),
             "tok_s_per_busy_card_last": _r(speeds[-1], 1),
         },
-        f"Free framebuffer per card fell from {first.fb_free_mib_per_card:.0f} to "
-        f"{last.fb_free_mib_per_card:.0f} MiB in {len(known)} days and throughput with it.",
+        f"Free framebuffer per card fell from {grouped(first.fb_free_mib_per_card)} to "
+        f"{grouped(last.fb_free_mib_per_card)} MiB in {grouped(len(known))} days and "
+        "throughput with it.",
         "Restart replicas one by one when free memory falls below a threshold, and upgrade "
         "the engine (newer allocators fragment less).",
     )
@@ -928,8 +998,8 @@ def rule_saturation(s: WindowSignals, t: Thresholds) -> Outcome:
             Severity.INFO,
             first.at,
             {"minutes": run * BUCKET_S // 60, "util_above_pct": t.saturation_util_pct},
-            f"Utilisation stayed above {t.saturation_util_pct:g} % for {run * BUCKET_S // 60} "
-            "minutes.",
+            f"Utilisation stayed above {t.saturation_util_pct:g} % for "
+            f"{grouped(run * BUCKET_S // 60)} minutes.",
             "Plan more capacity now (a sizing estimate for the peak, a growth request, or an "
             "elastic ceiling) and keep a 30 % buffer for bursts.",
         )

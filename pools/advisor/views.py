@@ -14,6 +14,7 @@ from django.views.decorators.http import require_POST
 
 from pools.advisor import selectors
 from pools.advisor.choices import LIVE_STATUSES
+from pools.advisor.evidence import evidence_csv
 from pools.advisor.filtersets import AdvisorFindingFilterSet
 from pools.advisor.forms import TriageForm
 from pools.advisor.models import AdvisorDigestOptIn
@@ -52,7 +53,7 @@ FINDING_COLUMNS = [
     Column("closed_at", lambda f: _iso(f.closed_at)),
     Column("summary", lambda f: f.summary),
     Column("fix", lambda f: f.fix),
-    Column("evidence", lambda f: "; ".join(f"{k}={v}" for k, v in f.evidence.items())),
+    Column("evidence", lambda f: evidence_csv(f.evidence)),
     Column("reason", lambda f: f.reason),
 ]
 

@@ -39,8 +39,9 @@ _SAVE_CHECKS = (
     "Answers with the cluster saved; its connection is checked by a worker, never in the "
     "request: after a create, or an update that changes a connection field, "
     "check_pending is true and status / checked_at are still the last check's (never "
-    "checked: unknown). GET status_url until check_pending is false. Fields that do not fit "
-    "are a 400 at once, nothing saved or queued."
+    "checked: unknown). GET status_url until check_pending is false; check_started_at stays "
+    "null until a worker begins the check (null a minute on: no worker takes the queue). "
+    "Fields that do not fit are a 400 at once, nothing saved or queued."
 )
 
 

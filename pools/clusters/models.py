@@ -24,6 +24,11 @@ from pools.common.validators import single_line_text_validator, slug_validator
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
 CLUSTER_KIND_CHOICES = [(k.value, k.label) for k in CLUSTER_KINDS]
 CREDENTIAL_WARNING = timedelta(days=7)
+# A check asked for this long ago that no worker has begun is said to wait for one (the page
+# stops its "checking…" spinner). The portal's choice: a worker that is up takes a queued task
+# within seconds; the check itself may then run longer (30 s per slurmrestd read), which is why
+# the test is whether a worker began it, not how old the request is.
+CHECK_UNCLAIMED_AFTER = timedelta(seconds=60)
 #: The two states a member is shown (:attr:`Cluster.summary_status`).
 SUMMARY_OK, SUMMARY_DEGRADED = "ok", "degraded"
 SUMMARY_STATUSES = (SUMMARY_OK, SUMMARY_DEGRADED)
@@ -39,6 +44,9 @@ class Cluster(models.Model):
     ``check_requested_at`` is set when a page or the API asks for a check (it is queued, never
     run in the request) and cleared by the check that answers it: until then the cluster shows
     *checking…* beside the last result, which still decides whether its pools are read-only.
+    ``check_started_at`` is when a worker began a check of it while that request was pending
+    (``None``: no worker has yet); a page says so once the request has waited
+    :data:`CHECK_UNCLAIMED_AFTER` (:attr:`check_unclaimed`).
     """
 
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
@@ -91,6 +99,12 @@ class Cluster(models.Model):
         blank=True,
         help_text="When a check was asked for that has not recorded its result yet; "
         "empty: none pending.",
+    )
+    check_started_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When a worker began the check that answers the pending request (the "
+        "worker's clock); empty: no worker has picked it up yet, or none is pending.",
     )
     reachable_at = models.DateTimeField(null=True, blank=True)
     class_qos_problem = models.CharField(
@@ -174,6 +188,19 @@ class Cluster(models.Model):
         """A check was asked for (a save that changed the connection, *check now*) and its
         task has not recorded the result yet."""
         return self.check_requested_at is not None
+
+    @property
+    def check_unclaimed(self) -> bool:
+        """A check is pending that no worker has begun although it was asked over
+        :data:`CHECK_UNCLAIMED_AFTER` (60 s) ago: no Celery worker takes the queue (none runs,
+        or the broker is down). Both times compared are the web host's: the page or API that
+        asked stamped ``check_requested_at``; the worker's ``check_started_at`` is only tested
+        for being set."""
+        return (
+            self.check_requested_at is not None
+            and self.check_started_at is None
+            and timezone.now() - self.check_requested_at > CHECK_UNCLAIMED_AFTER
+        )
 
     @property
     def is_down(self) -> bool:

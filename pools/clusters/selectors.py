@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from django.db.models import Count, IntegerField, OuterRef, Q, QuerySet, Subquery
+from django.db.models import Count, IntegerField, Min, OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
-from pools.clusters.models import Cluster, ClusterError
+from pools.clusters.models import CHECK_UNCLAIMED_AFTER, Cluster, ClusterError
 
 ERROR_WINDOW = timedelta(hours=1)
 
@@ -58,7 +59,39 @@ def cluster_list(*, now: datetime | None = None) -> QuerySet[Cluster]:
     ).order_by("name", "pk")
 
 
-def cluster_checks_pending() -> bool:
-    """Whether any cluster has a connection check asked for and not yet recorded
-    (``check_requested_at`` set): the clusters page polls while one is."""
-    return Cluster.objects.filter(check_requested_at__isnull=False).exists()
+# How often the clusters page asks for its table while a check is pending: every 3 s while one
+# may land any moment; every 30 s once every pending one waits for a worker (nothing will land
+# until one starts; beat queues a check of every cluster each 5 minutes). The portal's choice.
+CHECK_POLL_S = 3
+CHECK_POLL_UNCLAIMED_S = 30
+
+
+@dataclass(frozen=True)
+class PendingChecks:
+    """Connection checks asked for and not recorded yet: ``pending`` clusters, ``unclaimed``
+    of them waiting for a worker (:attr:`Cluster.check_unclaimed`), the ``oldest`` request
+    (aware; ``None`` when none is pending)."""
+
+    pending: int
+    unclaimed: int
+    oldest: datetime | None
+
+    @property
+    def poll_s(self) -> int | None:
+        """Seconds until the page asks again; ``None``: nothing to wait for."""
+        if not self.pending:
+            return None
+        return CHECK_POLL_UNCLAIMED_S if self.unclaimed == self.pending else CHECK_POLL_S
+
+
+def cluster_checks_pending(*, now: datetime | None = None) -> PendingChecks:
+    """The clusters whose connection check is asked for and not recorded yet
+    (``check_requested_at`` set), in one query: the clusters page polls while there are any."""
+    now = now or timezone.now()
+    unclaimed = Q(check_started_at__isnull=True, check_requested_at__lt=now - CHECK_UNCLAIMED_AFTER)
+    figures = Cluster.objects.filter(check_requested_at__isnull=False).aggregate(
+        pending=Count("pk"),
+        unclaimed=Count("pk", filter=unclaimed),
+        oldest=Min("check_requested_at"),
+    )
+    return PendingChecks(**figures)

@@ -16,6 +16,7 @@ STATUS_FIELDS = (
     "checked_at",
     "reachable_at",
     "check_requested_at",
+    "check_started_at",
 )
 # Health (issue 35): the last success of each per-cluster job and when the credentials expire.
 HEALTH_FIELDS = (

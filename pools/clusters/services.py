@@ -94,7 +94,7 @@ def cluster_create(*, fields: dict[str, Any], actor: Any, render: Any) -> Cluste
     try:
         with transaction.atomic():
             _refuse_taken(cluster)
-            cluster.check_requested_at = timezone.now()
+            cluster.check_requested_at, cluster.check_started_at = timezone.now(), None
             cluster.save()
             audit_event_record(
                 actor=actor, action="cluster.created", obj=cluster, after=render(cluster)
@@ -135,7 +135,7 @@ def cluster_update(
         _validate(locked)
         _refuse_taken(locked)
         if moved:
-            locked.check_requested_at = timezone.now()
+            locked.check_requested_at, locked.check_started_at = timezone.now(), None
         locked.save()
         audit_event_record(
             actor=actor, action="cluster.updated", obj=locked, before=before, after=render(locked)
@@ -177,7 +177,9 @@ def cluster_check_request(*, cluster: Cluster) -> Cluster:
     in-process (no broker: the demo). A second request before the first is answered queues a
     second check; both only record what they find."""
     with transaction.atomic():
-        Cluster.objects.filter(pk=cluster.pk).update(check_requested_at=timezone.now())
+        Cluster.objects.filter(pk=cluster.pk).update(
+            check_requested_at=timezone.now(), check_started_at=None
+        )
         enqueue_on_commit(CLUSTER_CHECK, cluster.pk)
     return Cluster.objects.get(pk=cluster.pk)
 
@@ -191,10 +193,16 @@ def cluster_check(*, cluster: Cluster) -> Cluster:
     The call is made with no lock or transaction held: by :data:`~pools.jobs.CLUSTER_CHECK`'s
     task, never in a request.
 
-    The request it answers is cleared (``check_requested_at`` back to ``None``) only if it is
-    still the one ``cluster`` was read with: a request made while the scheduler was being asked
-    stays pending for the check it queued."""
+    The request it answers is marked begun (``check_started_at``, so a page stops saying that
+    no worker has picked it up) and, once the result is in, cleared (``check_requested_at`` and
+    ``check_started_at`` back to ``None``), both only if it is still the one ``cluster`` was
+    read with: a request made while the scheduler was being asked stays pending, not begun, for
+    the check it queued."""
     now = timezone.now()
+    if cluster.check_requested_at is not None:
+        Cluster.objects.filter(pk=cluster.pk, check_requested_at=cluster.check_requested_at).update(
+            check_started_at=now
+        )
     if cluster.from_environment and scheduler_config(cluster.kind) is None:
         return _not_configured(cluster, now)
     try:
@@ -328,20 +336,20 @@ def _not_configured(cluster: Cluster, now: datetime) -> Cluster:
 
 def _check_record(cluster: Cluster, updates: dict[str, Any]) -> None:
     """Write a check's ``updates`` to ``cluster``'s row and object, and clear the request it
-    answers: ``check_requested_at`` goes back to ``None`` where it still holds the value
-    ``cluster`` was read with (compare-and-set; no clock is compared, so a web host and a worker
-    whose clocks differ cannot leave a request pending for ever)."""
+    answers: ``check_requested_at`` and ``check_started_at`` go back to ``None`` where the
+    first still holds the value ``cluster`` was read with (compare-and-set; no clock is
+    compared, so a web host and a worker whose clocks differ cannot leave a request pending for
+    ever)."""
     seen = cluster.check_requested_at
     answered = {}
     if seen is not None:
-        answered["check_requested_at"] = Case(
-            When(check_requested_at=seen, then=None), default=F("check_requested_at")
-        )
+        for field in ("check_requested_at", "check_started_at"):
+            answered[field] = Case(When(check_requested_at=seen, then=None), default=F(field))
     Cluster.objects.filter(pk=cluster.pk).update(**updates, **answered)
     for field, value in updates.items():
         setattr(cluster, field, value)
     if answered:
-        cluster.refresh_from_db(fields=["check_requested_at"])
+        cluster.refresh_from_db(fields=["check_requested_at", "check_started_at"])
 
 
 def _credential_expiry(cluster: Cluster) -> datetime | None:

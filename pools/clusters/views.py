@@ -68,7 +68,9 @@ def cluster_list(request):
     """Every cluster: whole for pool admins, name, kind, site / provider and ok / degraded for
     everyone else (page and CSV alike). While a check is pending
     (:attr:`~pools.clusters.models.Cluster.check_pending`) the table asks for itself again
-    every 3 s (htmx) and shows the result once the task has recorded it."""
+    every 3 s (htmx) and shows the result once the task has recorded it; every 30 s once each
+    pending check has waited over a minute for a worker, which the page then says
+    (:class:`~pools.clusters.selectors.PendingChecks`)."""
     details = may_see_cluster_details(request.user)
     return filtered_list(
         request,
@@ -78,7 +80,7 @@ def cluster_list(request):
         columns=CLUSTER_COLUMNS if details else MEMBER_CLUSTER_COLUMNS,
         filename="clusters.csv",
         default_ordering=("name", "pk"),
-        extra={"details": details, "checks_pending": selectors.cluster_checks_pending()},
+        extra={"details": details, "checks": selectors.cluster_checks_pending()},
     )
 
 

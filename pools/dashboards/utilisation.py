@@ -21,7 +21,9 @@ Prometheus does the heavy part, so the number of queries is fixed whatever the f
   rule);
 - **over time** (:func:`history_reading_read`): four range queries (``sum`` and ``count`` of
   the card-level values by host and ``modelName``, for PROF and DEV), each step averaged over
-  the step (5 min for 24 h, 30 min for 7 d, 2 h for 30 d: 289, 337 and 361 points).
+  the step (5 min for 24 h, 30 min for 7 d, 2 h for 30 d: 289, 337 and 361 points); the
+  24 h and 7 d charts end at their last step, the 30 d chart at the last UTC midnight
+  (:data:`RANGES`: renewed daily).
 
 Each read covers the whole fleet and is made by a Celery task, never by a page
 (:mod:`pools.dashboards.utilisation_store` keeps the readings and says when they are read);
@@ -78,21 +80,32 @@ NOT_CONFIGURED = "Prometheus is not configured (PROMETHEUS_URL is empty)."
 @dataclass(frozen=True)
 class HistoryRange:
     """A choice of the utilisation chart: ``duration`` shown, sampled every ``step_s`` seconds,
-    each point the mean over its step."""
+    each point the mean over its step; the chart ends on a multiple of ``renew_s`` seconds
+    (since the epoch, so UTC; a multiple of ``step_s``) and is read again when the next one
+    passes (:func:`history_end`). ``renew_label``: how often that is, in words; empty when it
+    is every step."""
 
     key: str
     label: str
     duration: timedelta
     step_s: int
     step_label: str
+    renew_s: int
+    renew_label: str = ""
 
 
+# The 30-day chart is renewed once a day, not at every 2-hour step: a read asks every
+# Prometheus for 30 days of every card (four range queries scanning 30 d of samples) to add one
+# point of 361 (0.3 % of the chart) while the 361 before it are unchanged; the last day is on
+# the 24-hour and 7-day charts.
 RANGES = {
     r.key: r
     for r in (
-        HistoryRange("24h", "24 h", timedelta(hours=24), 5 * 60, "5 min"),
-        HistoryRange("7d", "7 d", timedelta(days=7), 30 * 60, "30 min"),
-        HistoryRange("30d", "30 d", timedelta(days=30), 2 * 3600, "2 h"),
+        HistoryRange("24h", "24 h", timedelta(hours=24), 5 * 60, "5 min", 5 * 60),
+        HistoryRange("7d", "7 d", timedelta(days=7), 30 * 60, "30 min", 30 * 60),
+        HistoryRange(
+            "30d", "30 d", timedelta(days=30), 2 * 3600, "2 h", 24 * 3600, "once a day (UTC)"
+        ),
     )
 }
 DEFAULT_RANGE = "24h"
@@ -583,11 +596,24 @@ def _points(chosen: HistoryRange) -> int:
     return int(chosen.duration.total_seconds() // chosen.step_s) + 1
 
 
+def _aligned(now: datetime, every_s: int) -> datetime:
+    """``now`` aligned down to a multiple of ``every_s`` seconds since the epoch (aware, UTC)."""
+    return datetime.fromtimestamp(math.floor(now.timestamp() / every_s) * every_s, tz=UTC)
+
+
 def history_end(now: datetime, range_key: str = DEFAULT_RANGE) -> datetime:
     """The end of the chart of ``range_key`` at ``now``: ``now`` aligned down to the range's
-    step (a reading ending there is current until the next step closes)."""
+    ``renew_s`` (its step; a UTC day for 30 d). A reading ending there is current until the
+    next one passes: 24 h at 12:07 ends 12:05, 30 d at 12:07 ends 00:00 that day."""
+    return _aligned(now, RANGES.get(range_key, RANGES[DEFAULT_RANGE]).renew_s)
+
+
+def history_step_closed_since(at: datetime, now: datetime, range_key: str) -> bool:
+    """Whether a step of ``range_key`` has closed between ``at`` and ``now``: when a reading
+    that failed at ``at`` (wholly or for one Prometheus) is tried again — at its step, as
+    before ranges renewed less often, not at its ``renew_s``."""
     step = RANGES.get(range_key, RANGES[DEFAULT_RANGE]).step_s
-    return datetime.fromtimestamp(math.floor(now.timestamp() / step) * step, tz=UTC)
+    return _aligned(now, step) > at
 
 
 def _placements(metrics: Any) -> tuple[_HostIndex, dict[str, dict[str, Place]], set[Line], dict]:

@@ -10,8 +10,10 @@ range (``24h``, ``7d``, ``30d``).
 
 - **Beat** (``dashboard-utilisation``, every :data:`REFRESH_EVERY`) reads the parts a page
   showed within :data:`WATCH_WINDOW` (a page marks its part watched on every view): the cards
-  every time, a chart once its last step has closed (5 min, 30 min, 2 h). A portal nobody looks
-  at sends Prometheus nothing.
+  every time, a chart once its end has moved: 24 h and 7 d when their last step has closed
+  (5 min, 30 min), 30 d once a day, when the UTC day rolls over (its 2-hour steps would
+  re-read 30 days to add 0.3 % of the chart; :data:`utilisation.RANGES`); a chart a Prometheus
+  gave nothing for, at its next step. A portal nobody looks at sends Prometheus nothing.
 - **On demand**: a page that finds no reading, or one gone stale (cards older than
   :data:`CARDS_STALE_AFTER`, beat stopped; a chart whose last step closed), queues the part's
   read once (:data:`QUEUED_KEY` is held until the task ends) and shows what it has: the
@@ -62,11 +64,17 @@ def _stored(part: str) -> Reading | None:
 
 def _due(part: str, reading: Reading | None, now: datetime) -> bool:
     """Whether ``part`` wants a new reading at ``now``: none yet, the cards' older than
-    :data:`CARDS_STALE_AFTER`, a chart whose last step has closed since it was read."""
+    :data:`CARDS_STALE_AFTER`, a chart whose end has moved since it was read (its last step
+    closed; for 30 d, the UTC day rolled over: :func:`utilisation.history_end`), or one a
+    Prometheus gave nothing for once a step has closed since the attempt."""
     if reading is None:
         return True
     if part == CARDS:
         return now - reading.computed_at >= CARDS_STALE_AFTER
+    if reading.coverage.missed and utilisation.history_step_closed_since(
+        reading.computed_at, now, part
+    ):
+        return True
     return utilisation.history_end(now, part) > reading.end
 
 

@@ -43,6 +43,21 @@ document.addEventListener("change", (event) => {
 // its card). Cells are marked by the columns they span, so colspan rows (empty states, group
 // rows) stay. Run on load and on every fragment htmx swaps in; htmx:load names each top-level
 // element swapped in, which may be the table itself (the request form's "Where it can run").
+//
+// The unfold is the user's, not the element's: a fragment htmx swaps in brings a new table (the
+// clusters list asks for its table every 3 s while a check is pending), which started folded and
+// scrolled back to its first column. It is kept on the place the table sits in, which outlives
+// the swap — the table's nearest ancestor with an id (the hx-target, #table) — by the table's
+// position there, with how far the table (on a phone) and its .table-wrap were scrolled sideways.
+const unfoldedTables = new WeakMap(); // place -> Map(position -> {table: px, wrap: px})
+function tablePlace(table) {
+  const place = (table.parentElement && table.parentElement.closest("[id]")) || document.body;
+  if (!unfoldedTables.has(place)) unfoldedTables.set(place, new Map());
+  return [unfoldedTables.get(place), Array.from(place.querySelectorAll("table")).indexOf(table)];
+}
+function tableWrap(table) {
+  return (table.parentElement && table.parentElement.closest(".table-wrap")) || { scrollLeft: 0 };
+}
 function markKeyColumns(root) {
   const tables = Array.from(root.querySelectorAll("table"));
   if (root instanceof Element && root.matches("table")) tables.unshift(root);
@@ -73,18 +88,39 @@ function markKeyColumns(root) {
     const label = () => table.classList.contains("all-cols")
       ? `Show the ${essential.size} key columns`
       : `${essential.size} of ${column} columns shown · Show all ${column}`;
-    toggle.textContent = label();
-    toggle.setAttribute("aria-expanded", "false");
-    toggle.addEventListener("click", () => {
-      table.classList.toggle("all-cols");
+    const show = () => {
       toggle.setAttribute("aria-expanded", String(table.classList.contains("all-cols")));
       toggle.textContent = label();
+    };
+    toggle.addEventListener("click", () => {
+      table.classList.toggle("all-cols");
+      const [unfolded, position] = tablePlace(table);
+      if (table.classList.contains("all-cols")) unfolded.set(position, { table: 0, wrap: 0 });
+      else unfolded.delete(position);
+      show();
     });
     table.before(toggle);
+    const [unfolded, position] = tablePlace(table);
+    const kept = unfolded.get(position);
+    if (kept) {
+      table.classList.add("all-cols");
+      table.scrollLeft = kept.table;
+      tableWrap(table).scrollLeft = kept.wrap;
+    }
+    show();
   });
 }
 document.addEventListener("DOMContentLoaded", () => markKeyColumns(document));
 document.addEventListener("htmx:load", (event) => markKeyColumns(event.target));
+// Before a swap replaces unfolded tables, note how far each was scrolled (see tablePlace).
+document.addEventListener("htmx:beforeSwap", (event) => {
+  const target = event.detail.target;
+  if (!target || !event.detail.shouldSwap) return;
+  target.querySelectorAll("table.key-cols.all-cols").forEach((table) => {
+    const [unfolded, position] = tablePlace(table);
+    unfolded.set(position, { table: table.scrollLeft, wrap: tableWrap(table).scrollLeft });
+  });
+});
 // A list's table answers 400 when its filters cannot be used (a team one may not see): the
 // fragment says why, so it is swapped in like any other (htmx keeps 4xx answers out by default).
 document.addEventListener("htmx:beforeSwap", (event) => {

@@ -145,3 +145,22 @@ def test_pool_and_gpu_model_filters_are_pickers_and_the_api_keeps_slugs(
     ]
     unknown = api.get("/api/v1/budgets/?pool=nowhere")
     assert (unknown.status_code, unknown.json()["count"]) == (200, 0)
+
+
+def test_the_forms_blank_pickers_name_a_scope_and_the_lists_filters_match_any(
+    team, a100, client, django_user_model
+):
+    """A budget with no pool counts every pool (its scope reads "all pools and models"): the
+    new-budget form's blank options say "All pools" / "All GPU models" (they said "all"), and
+    the required period's "Choose a period" (it said "---------"); the list's filters left
+    blank match budgets of any scope, and keep "Any"."""
+    admin = django_user_model.objects.create_user("ada", is_staff=True)
+    client.force_login(admin)
+
+    form = client.get("/costs/budgets/new/").context["form"]
+    assert '<option value="" selected>All pools</option>' in str(form["pool"])
+    assert '<option value="" selected>All GPU models</option>' in str(form["gpu_model"])
+    assert '<option value="" selected>Choose a period</option>' in str(form["period"])
+    filters = client.get("/costs/budgets/").context["filterset"].form
+    assert '<option value="" selected>Any</option>' in str(filters["pool"])
+    assert '<option value="" selected>Any</option>' in str(filters["gpu_model"])

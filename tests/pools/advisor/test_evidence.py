@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pools.advisor.evidence import EVIDENCE, evidence_rows
+from pools.advisor.evidence import EVIDENCE, evidence_csv, evidence_rows
 
 NNBSP, NBSP = "\u202f", "\u00a0"
 
@@ -84,3 +84,22 @@ def test_every_key_a_rule_stores_has_a_label():
     # the prompt-bloat rule's trigger names are values, not keys
     stored -= {"growth", "tool_returns", "low_cache", "retries"}
     assert stored <= set(EVIDENCE), sorted(stored - set(EVIDENCE))
+
+
+def test_the_csv_keeps_the_keys_with_whole_counts_and_units_ungrouped():
+    """The CSV's cell: preemptions stored 12345.0 is the count 12345 (no ".0", no group
+    separator a script would trip on); a percentage and MiB keep their unit, unknown says so."""
+    cell = evidence_csv(
+        {
+            "preemptions": 12345.0,
+            "fb_used_pct_max": 97.25,
+            "fb_free_mib_per_card_last": 20480.0,
+            "ttft_p95_s_max": None,
+            "cached_share": 0.125,
+        }
+    )
+
+    assert cell == (
+        "preemptions=12345; fb_used_pct_max=97.2 %; fb_free_mib_per_card_last=20480 MiB; "
+        "ttft_p95_s_max=unknown; cached_share=12.5 %"
+    )

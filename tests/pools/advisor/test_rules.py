@@ -76,7 +76,25 @@ def window(items) -> WindowSignals:
 
 def test_every_rule_has_a_source_and_the_eleven_are_listed():
     assert len(RULES) == 11 == len(Rule)
-    assert all(info.source and info.title for info in RULES)
+    assert all(info.source and info.title and info.source_in_words for info in RULES)
+
+
+def test_a_rules_source_says_the_article_section_and_row_beside_the_citation():
+    """004 §5.1 is the seed's troubleshooting table (高频问题排查速查表); its row 1 reads
+    "GPU利用率低，但请求排队严重". A rule citing three passages of one seed names it once."""
+    rules = {info.rule: info for info in RULES}
+    batching = rules[Rule.BATCHING]
+    assert batching.source == "004 §5.1 row 1"
+    assert batching.source_in_words == (
+        "Enterprise GPU pools, §5.1 “Troubleshooting table of frequent problems”, row 1: "
+        "GPU utilisation is low but requests queue badly"
+    )
+    assert rules[Rule.PROMPT_BLOAT].source == "004 §5.1 row 5, §4.1, §4.3"
+    assert rules[Rule.NOISY_NEIGHBOUR].source == "004 §5.1 row 2, 000 §5.4"
+    assert rules[Rule.NOISY_NEIGHBOUR].source_in_words.endswith(
+        "; AI-native compute, §5.4 “Multi-tenant QoS isolation is harder than it looks”"
+    )
+    assert rules[Rule.OUTSIDE_GPU].source == "004 §5.2 habit 1"
 
 
 def test_thresholds_are_the_seeds_where_they_give_numbers():
@@ -206,6 +224,16 @@ def test_memory_pressure_fires_on_frequent_preemptions_with_a_full_kv_cache():
     assert out.since == END - timedelta(minutes=5 * (12 - 2))
 
 
+def test_memory_pressure_summary_groups_its_thousands():
+    """Buckets 0..11 (12 >= 3) with 1,028.75 preemptions each: 12 x 1,028.75 = 12,345, said
+    "12 345" (narrow no-break space, as the evidence beside it), never "12345"."""
+    series = buckets(12, preemptions=1028.75, kv_cache_usage_pct=99.0)
+    out = rule_memory_pressure(window(series), T)
+    assert out.summary == (
+        "Memory ran out in 12 five-minute buckets: 12\u202f345 preemptions, KV cache full in 12."
+    )
+
+
 def test_memory_pressure_framebuffer_near_full_alone_is_a_warning():
     """Framebuffer 77,000 used of 80,000 MiB = 96.25 % (>= 95) in 4 buckets, no preemption,
     KV 50 %: a warning."""
@@ -276,6 +304,7 @@ def test_prompt_bloat_fires_on_the_seeds_case_of_wasted_retries():
     assert isinstance(out, Finding)
     assert out.numbers["triggers"] == ["retries"]
     assert out.numbers["retry_share"] == 0.583 and out.numbers["input_growth"] == 2.5
+    assert out.summary == "Agent tasks make 12.0 calls each; many retries."
 
 
 def test_prompt_bloat_fires_on_growing_prompts_and_near_miss_after_the_fix():
@@ -416,6 +445,10 @@ def test_memory_decay_fires_like_the_seeds_two_weeks():
     assert isinstance(out, Finding)
     assert out.since == datetime(2026, 11, 20, tzinfo=UTC)
     assert out.numbers["fb_free_mib_per_card_last"] == 400
+    assert out.summary == (
+        "Free framebuffer per card fell from 3\u202f072 to 400 MiB in 5 days and throughput "
+        "with it."
+    )
 
 
 def test_memory_decay_near_misses():
@@ -452,6 +485,12 @@ def test_saturation_fires_on_an_hour_above_ninety_percent():
     out = rule_saturation(window(series), T)
     assert isinstance(out, Finding) and out.severity is Severity.INFO
     assert out.numbers["minutes"] == 60
+
+
+def test_saturation_over_a_day_says_its_minutes_grouped():
+    """288 buckets of 5 min (a day) all at 95 %: 288 x 5 = 1,440 minutes."""
+    out = rule_saturation(window(buckets(288, gpu_util_pct=95.0)), T)
+    assert out.summary == "Utilisation stayed above 90 % for 1\u202f440 minutes."
 
 
 def test_saturation_near_miss_fifty_five_minutes():

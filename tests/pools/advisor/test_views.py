@@ -103,6 +103,12 @@ def test_the_advisor_page_lists_every_team_for_pool_admins(admin_page, findings)
     assert "<dt>GPU utilisation, mean</dt><dd>25.0\u00a0%</dd>" in table
     assert "2874.0" not in table and "gpu_util_pct_mean" not in table
     assert "seeds" not in text
+    # the rules list: what the citation is, in words, beside it
+    assert (
+        "<li><strong>GPU idle while requests queue</strong> — from Enterprise GPU pools, §5.1 "
+        "“Troubleshooting table of frequent problems”, row 1: GPU utilisation is low but "
+        'requests queue badly <span class="muted">(004 §5.1 row 1)</span></li>'
+    ) in text
 
 
 def test_the_last_pass_names_the_rules_it_could_not_judge(admin_page):
@@ -157,8 +163,13 @@ def test_the_advisor_csv_and_page_queries_do_not_grow(admin_page, findings, team
     body = admin_page.get("/advisor/", {"export": "csv", "status": "all"})
     rows = list(csv.DictReader(io.StringIO(b"".join(body.streaming_content).decode())))
     assert {r["rule"] for r in rows} == {"batching", "saturation", "memory_pressure"}
+    # stored {"buckets": 61, "preemptions": 2874.0}: counts whole, no group separator
     assert next(r for r in rows if r["rule"] == "memory_pressure")["evidence"] == (
-        "buckets=61; preemptions=2874.0"
+        "buckets=61; preemptions=2874"
+    )
+    # the factory's batching finding: {"minutes": 20, "gpu_util_pct_mean": 25.0}
+    assert next(r for r in rows if r["rule"] == "batching")["evidence"] == (
+        "minutes=20 min; gpu_util_pct_mean=25.0 %"
     )
 
     def queries():

@@ -189,3 +189,69 @@ def test_the_refresh_is_a_registered_task_on_the_beat_schedule():
     entry = django_settings.CELERY_BEAT_SCHEDULE["dashboard-utilisation"]
     assert entry["task"] == DASHBOARD_UTILISATION in current_app.tasks
     assert entry["schedule"] == REFRESH_EVERY.total_seconds() == 120
+
+
+def test_the_30_day_chart_ends_at_utc_midnight_and_the_others_at_their_step():
+    """At 2026-11-30 12:07 UTC: the 24 h chart ends at 12:05 (5-min steps), 7 d at 12:00
+    (30 min), 30 d at 00:00 that day; at 23:59:59 the 30-day end is still 30 Nov 00:00, at
+    1 Dec 00:00 it moves to 1 Dec 00:00. Its 361 points still start on a 2-hour step:
+    31 Oct 00:00 (30 days before 30 Nov)."""
+    at = NOW + timedelta(minutes=7)
+    midnight = NOW.replace(hour=0)
+    assert utilisation.history_end(at, "24h") == NOW + timedelta(minutes=5)
+    assert utilisation.history_end(at, "7d") == NOW
+    assert utilisation.history_end(at, "30d") == midnight
+    assert utilisation.history_end(midnight + timedelta(hours=24, seconds=-1), "30d") == midnight
+    assert utilisation.history_end(midnight + timedelta(hours=24), "30d") == midnight + timedelta(
+        days=1
+    )
+    reading = utilisation.history_reading_read(now=at, range_key="30d", metrics=FakePrometheus())
+    assert (reading.start, reading.end) == (midnight - timedelta(days=30), midnight)
+    assert reading.timestamps[0].isoformat() == "2026-10-31T00:00:00+00:00"
+    assert len(reading.timestamps) == 361
+
+
+def test_beat_rereads_a_watched_30_day_chart_once_a_day(fleet):
+    """Beat every 2 minutes from 30 Nov 12:00 to 1 Dec 12:00 UTC (721 runs) with only the
+    30-day chart watched: read at 12:00 (nothing stored) and when the day rolls over at
+    1 Dec 00:00: 2 reads, 8 range queries (4 each: sum and count of PROF and DEV).
+    Re-read at every closed 2-hour step it was 13 reads (12:00, 14:00, …, 12:00)."""
+    fake = fleet["fake"]
+    reads = []
+    for tick in range(721):
+        at = NOW + tick * REFRESH_EVERY
+        cache.set(WATCHED_KEY.format(part="30d"), True)  # a page shows it all day
+        if utilisation_refresh(now=at, metrics=fake):
+            reads.append(at.strftime("%d %H:%M"))
+    assert reads == ["30 12:00", "01 00:00"]
+    ranged = [q for q in fake.queries if "modelName, model_name) (avg by (" in q]
+    assert len(ranged) == 8  # sum and count, PROF and DEV: 4 a read
+
+
+def test_a_30_day_chart_a_prometheus_failed_is_tried_again_at_its_next_step(fleet):
+    """Prometheus down at 12:10: the failed 30-day reading is tried again when the next
+    2-hour step closes (14:00), not the next day; once read, not again that day."""
+    cache.set(WATCHED_KEY.format(part="30d"), True)
+    tried = NOW + timedelta(minutes=10)
+    assert "cannot reach Prometheus" in utilisation_refresh(
+        now=tried, metrics=FakePrometheus(down=True)
+    ).get("30d", "")
+    assert (
+        utilisation_refresh(now=NOW + timedelta(hours=2, seconds=-1), metrics=fleet["fake"]) == {}
+    )
+    two = NOW + timedelta(hours=2)
+    assert utilisation_refresh(now=two, metrics=fleet["fake"]) == {"30d": "read"}
+    assert utilisation_refresh(now=NOW + timedelta(hours=4), metrics=fleet["fake"]) == {}
+
+
+def test_the_30_day_chart_says_it_is_renewed_once_a_day(fleet, admin, queued, no_http):
+    """The caption under the chart: 30 d "one point per 2 h, renewed once a day (UTC)"; 24 h
+    "one point per 5 min" and nothing about renewing (every step)."""
+    now = timezone.now()
+    fake = FakePrometheus(series=fleet_series(now))
+    for part in ("24h", "30d"):
+        utilisation_refresh(part=part, now=now, metrics=fake)
+    month = page(admin, "/dashboard/?part=utilisation&range=30d")
+    day = page(admin, "/dashboard/?part=utilisation&range=24h")
+    assert "one point per 2 h, renewed once a day (UTC): each card" in month
+    assert "one point per 5 min: each card" in day and "renewed" not in day
