@@ -220,7 +220,7 @@ def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) 
         )
     if allocation.status not in HOLDING_STATUSES:
         raise InvalidInput(
-            f"A {allocation.status} allocation holds no cards.",
+            f"An allocation that is {allocation.status} holds no cards.",
             errors={"allocation": "The allocation holds no cards."},
         )
     if ElasticPolicy.objects.filter(allocation=allocation).exists():

@@ -264,7 +264,7 @@ def allocation_release(*, allocation: Allocation, actor: Any, reason: str = "") 
             return allocation
         if allocation.status not in HOLDING_STATUSES:
             raise InvalidTransition(
-                f"A {allocation.status} allocation cannot be released.",
+                f"An allocation that is {allocation.status} cannot be released.",
                 status=allocation.status,
                 action="release",
             )

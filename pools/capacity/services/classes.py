@@ -50,7 +50,7 @@ def allocation_class_change(
         allocation = allocation_lock(allocation.pk)
         if allocation.status not in HOLDING_STATUSES:
             raise InvalidTransition(
-                f"A {allocation.status} allocation holds no cards to class.",
+                f"An allocation that is {allocation.status} holds no cards to class.",
                 status=allocation.status,
                 action="change_class",
             )

@@ -506,7 +506,7 @@ def capacity_request_submit(*, request: CapacityRequest, actor: Any) -> Capacity
             return request
         if request.status != RequestStatus.DRAFT:
             raise InvalidTransition(
-                f"A {request.status} request cannot be submitted.",
+                f"A request that is {request.status} cannot be submitted.",
                 status=request.status,
                 action="submit",
             )
@@ -648,7 +648,7 @@ def _check_approvable(request: CapacityRequest, locked_pool: Pool | None, actor:
     else :class:`InvalidTransition` or :class:`ClusterUnreachable` (its pools are read-only;
     what it says of the cluster is what ``actor`` may see)."""
     if request.status != RequestStatus.SUBMITTED or locked_pool is None:
-        raise _not_approvable(request, f"A {request.status} request cannot be approved.")
+        raise _not_approvable(request, f"A request that is {request.status} cannot be approved.")
     cluster_require_reachable(cluster_id=locked_pool.cluster_id, actor=actor)
 
 
@@ -1182,7 +1182,7 @@ def _check_decidable(request: CapacityRequest, decision: _Decision) -> None:
         raise InvalidTransition(decision.wrong_kind, status=request.status, action=decision.action)
     if request.status != RequestStatus.SUBMITTED:
         raise InvalidTransition(
-            f"A {request.status} request cannot be {decision.done}.",
+            f"A request that is {request.status} cannot be {decision.done}.",
             status=request.status,
             action=decision.action,
         )

@@ -182,7 +182,7 @@ def maintenance_window_cancel(
         locked = MaintenanceWindow.objects.select_for_update().get(pk=window.pk)
         if locked.status != MaintenanceStatus.PLANNED:
             raise InvalidTransition(
-                f"A {locked.status} window cannot be cancelled.",
+                f"A window that is {locked.status} cannot be cancelled.",
                 status=locked.status,
                 action="cancel",
             )

@@ -184,7 +184,7 @@ def recurring_reservation_cancel(
         locked = RecurringReservation.objects.select_for_update().get(pk=reservation.pk)
         if locked.status != ReservationStatus.ACTIVE:
             raise InvalidTransition(
-                f"A {locked.status} reservation cannot be cancelled.",
+                f"A reservation that is {locked.status} cannot be cancelled.",
                 status=locked.status,
                 action="cancel",
             )

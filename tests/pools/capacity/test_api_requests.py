@@ -308,7 +308,7 @@ def test_approving_a_rejected_request_is_a_409_invalid_transition(
     assert response.status_code == 409
     assert response.json() == {
         "code": "invalid_transition",
-        "detail": "A rejected request cannot be approved.",
+        "detail": "A request that is rejected cannot be approved.",
         "data": {"status": "rejected", "action": "approve"},
     }
     assert request_state() == before

@@ -154,6 +154,7 @@ def test_a_decided_request_cannot_be_submitted_again(
         capacity_request_submit(request=submitted, actor=team_member)
 
     assert excinfo.value.data == {"status": "rejected", "action": "submit"}
+    assert excinfo.value.message == "A request that is rejected cannot be submitted."
     assert request_state() == before
 
 
@@ -484,6 +485,8 @@ def test_approve_from_another_state_is_an_invalid_transition(
         capacity_request_approve(request=request, actor=pool_admin)
 
     assert excinfo.value.data == {"status": status, "action": "approve"}
+    # no article before the status ("A approved request" read wrong)
+    assert excinfo.value.message == f"A request that is {status} cannot be approved."
     assert request_state() == before
 
 
