@@ -43,8 +43,10 @@ def _used(team, model, hours):
 
 
 def _budget(team, hours):
-    return Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1),
-                                 card_hours_limit=Decimal(hours), enforcement="needs_admin")  # fmt: skip
+    return Budget.objects.create(
+        team=team, period="month", starts_on=date(2026, 1, 1),
+        card_hours_limit=Decimal(hours), enforcement="needs_admin",
+    )  # fmt: skip
 
 
 def _submitted(team, pool, model, **extra):
