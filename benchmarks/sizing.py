@@ -101,10 +101,11 @@ time on an H100. The same cells measured by two releases separate engine from ph
 Llama 3 70B FP8, 2,048 / 128 tokens, reaches 30-42 % of the H100 / H200 FP8 peak per card
 under TensorRT-LLM 0.14 and 46-54 % under 1.0 (``--achieved``), with the same prompts; the
 model sits between (0.14 TP 1 +44 %, TP 2 +9 %, TP 4 +33 %, TP 8 +7 %; 1.0 TP 2 -4 %, H200
-TP 1 -8 %). Measured, the 0.14 TP 4 cells are 1.44-1.50 x TP 2 while TP 8 is 2.8-3.0 x on both cards: a
-cost per prompt token would scale alike at every TP. Scaling all prompt work (experiment,
-not shipped): x 1.15 gives 357 rows median 12.5 % / P90 37.9 % and the default 227 rows 9.8 /
-26.0 % (from 11.6 / 38.1 and 9.7 / 25.2); x 0.9 gives 11.0 / 41.4 and 10.2 / 26.8 %.
+TP 1 -8 %). Measured, the 0.14 TP 4 cells are 1.44-1.50 x TP 2 while TP 8 is 2.8-3.0 x on
+both cards: a cost per prompt token would scale alike at every TP. Scaling all prompt work
+(experiment, not shipped): x 1.15 gives 357 rows median 12.5 % / P90 37.9 % and the default
+227 rows 9.8 / 26.0 % (from 11.6 / 38.1 and 9.7 / 25.2); x 0.9 gives 11.0 / 41.4 and 10.2 /
+26.8 %.
 
 **Engine regressions** (``--skip-engine-regressions``): leaves out the rows of an engine release
 whose own notes name a performance regression for that model and card generation
