@@ -79,12 +79,15 @@ def ambiguous_time_text(notes: list[dict]) -> str:
     )
 
 
-def statement_csv_rows(statements) -> list[list[str]]:
+def statement_csv_rows(statements, lines_of: dict | None = None) -> list[list[str]]:
     """The CSV's rows (header first) for ``statements`` (a queryset or list, in its order): two
-    queries whatever their number (the statements, then every line of them in one query)."""
+    queries whatever their number (the statements, then every line of them in one query).
+    ``lines_of`` (statement id -> its lines) stands in for the second query: an unsaved
+    statement (``statement_preview``, id ``None``) has its lines only in memory."""
     rows = [list(CSV_COLUMNS)]
     statements = list(statements)
-    lines_of = lines_by_statement([s.pk for s in statements])
+    if lines_of is None:
+        lines_of = lines_by_statement([s.pk for s in statements])
     for s in statements:
         for line in lines_of.get(s.pk, ()):
             places = quantity_places(line.unit)
@@ -107,9 +110,9 @@ def statement_csv_rows(statements) -> list[list[str]]:
     return rows
 
 
-def statements_csv(statements) -> str:
+def statements_csv(statements, lines_of: dict | None = None) -> str:
     out = io.StringIO()
-    SafeCsvWriter(out).writerows(statement_csv_rows(statements))
+    SafeCsvWriter(out).writerows(statement_csv_rows(statements, lines_of))
     return out.getvalue()
 
 

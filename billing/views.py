@@ -28,6 +28,7 @@ from billing.reports import (
     statements_csv,
     top_allocations_csv,
 )
+from billing.services.statements import statement_preview
 from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
@@ -114,13 +115,25 @@ def team_month(request, team: str, month: str):
         selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
     )
     lines = list(selectors.statement_lines(statement=statement)) if statement else []
-    _mark_ambiguous_time(lines, statement)
+    # the month in progress has no statement until it closes: show what it would hold now
+    in_progress = statement is None and month_d == month_of(timezone.now(), billing_zone())
+    preview = None
+    if in_progress:
+        preview, lines = statement_preview(team=team_obj, month=month_d)
+    _mark_ambiguous_time(lines, statement or preview)
     export = request.GET.get("export")
     if export is not None and export not in TEAM_MONTH_EXPORTS:
         return _unknown_export(export, TEAM_MONTH_EXPORTS)
     if export == "top":
         rows = selectors.top_allocations(month=month_d, team=team_obj)
         return _top_allocations_response(month_d, rows, f"top-allocations-{team}-{month}.csv")
+    if export == "csv" and preview is not None:
+        response = HttpResponse(
+            statements_csv([preview], lines_of={None: lines}),
+            content_type="text/csv; charset=utf-8",
+        )
+        response["Content-Disposition"] = f'attachment; filename="so-far-{team}-{month}.csv"'
+        return response
     if export and statement is None:
         raise Http404("No statement for this month.")
     if export == "csv":
@@ -145,6 +158,7 @@ def team_month(request, team: str, month: str):
         "prev": previous_month(month_d),
         "next": next_month(month_d),
         "statement": statement,
+        "preview": preview,
         "lines": lines,
         # reserved and used lines of one GPU model read as a double charge unless told apart
         "used_lines": any(line.basis == ChargeBasis.USED for line in lines),
@@ -156,7 +170,7 @@ def team_month(request, team: str, month: str):
         "model_chart": _chart(by_model, "Cost"),
         "team_links": _team_links(request.user, team_obj, month_d),
         "budget_banner": team_budget_banner(team_id=team_obj.pk),
-        "currency": statement.currency if statement else None,
+        "currency": (statement or preview).currency if statement or preview else None,
     }
     return render(request, "billing/team_month.html", context)
 

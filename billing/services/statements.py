@@ -41,7 +41,7 @@ from billing.pricing import month_of, previous_month, round_money, rounding_note
 from billing.rate_periods import RatePeriod, month_currency, rate_periods
 from pools.audit.models import AuditEvent
 from pools.audit.services import audit_event_build, audit_event_record
-from pools.inventory.models import GpuModel
+from pools.inventory.models import Gpu, GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_manager_emails, teams_with_manager_email
 
@@ -246,18 +246,51 @@ def statement_build(*, team: Team, month: date, now: datetime | None = None) -> 
             f"The {month:%Y-%m} statement of {team} is final.", statement=statement.pk,
             month=f"{month:%Y-%m}",
         )  # fmt: skip
-    lines, warnings, currency = statement_lines_compute(team_id=team.pk, month=month)
-    lines += _adjustments(team.pk, month, currency)
-    names = dict(
-        GpuModel.objects.filter(pk__in={x.gpu_model_id for x in lines}).values_list("pk", "name")
-    )  # noqa: E501
-    lines.sort(key=_sort_key(names))
+    lines, warnings, currency = _draft_lines(team, month)
     StatementLine.objects.filter(statement=statement).delete()
     StatementLine.objects.bulk_create(_line_objects(statement, lines))
     _statement_fill(statement, team, lines, warnings, currency, now)
     statement.save()
     statements_changed()  # the lines' delete and bulk_create send no signal
     return statement
+
+
+def _draft_lines(team: Team, month: date) -> tuple[list[LineData], list[dict], str]:
+    """A draft's lines in their order (usage, then adjustments for late usage of months already
+    final), its warnings and currency."""
+    lines, warnings, currency = statement_lines_compute(team_id=team.pk, month=month)
+    lines += _adjustments(team.pk, month, currency)
+    names = dict(
+        GpuModel.objects.filter(pk__in={x.gpu_model_id for x in lines}).values_list("pk", "name")
+    )
+    lines.sort(key=_sort_key(names))
+    return lines, warnings, currency
+
+
+def statement_preview(
+    *, team: Team, month: date, now: datetime | None = None
+) -> tuple[Statement, list[StatementLine]]:
+    """What the team's statement for ``month`` would hold now, built as :func:`statement_build`
+    builds a draft but written nowhere: an unsaved :class:`Statement` (a draft, its usage,
+    adjustment and total amounts in its currency) and its unsaved lines by position, each with
+    its GPU model, pool and shared card set (a query per kind, none per line).
+
+    For the month in progress, which has no statement until :func:`statements_close_month`
+    drafts it on the 1st; its total is the team dashboard's *cost so far*."""
+    month = month.replace(day=1)
+    now = now or timezone.now()
+    statement = Statement(team=team, month=month)
+    lines, warnings, currency = _draft_lines(team, month)
+    _statement_fill(statement, team, lines, warnings, currency, now)
+    objects = _line_objects(statement, lines)
+    models = GpuModel.objects.in_bulk({x.gpu_model_id for x in objects} - {None})
+    pools = Pool.objects.in_bulk({x.pool_id for x in objects} - {None})
+    cards = Gpu.objects.select_related("node").in_bulk({x.gpu_id for x in objects} - {None})
+    for line in objects:
+        line.gpu_model = models.get(line.gpu_model_id)
+        line.pool = pools.get(line.pool_id)
+        line.gpu = cards.get(line.gpu_id)
+    return statement, objects
 
 
 def statement_finalize(

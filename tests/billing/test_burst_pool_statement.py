@@ -356,8 +356,8 @@ def test_the_statement_names_the_storage_and_egress_units(team, card, admin_page
     statement = statement_build(team=team, month=OCTOBER)
     # quantity, then unit: storage 250 GB-months (6 places), egress 120 GB (3 places)
     page = admin_page.get(f"/costs/{team.slug}/2026-10/").content.decode()
-    assert '<td class="num">250.000000</td><td>GB-months</td>' in page
-    assert '<td class="num">120.000</td><td>GB</td>' in page
+    assert '<td class="num">250.000000</td><td class="wrap-ok">GB-months</td>' in page
+    assert '<td class="num">120.000</td><td class="wrap-ok">GB</td>' in page
 
     rendered = []
 

@@ -1,0 +1,95 @@
+"""The month in progress on the team's cost page: no statement until the month closes, so the
+page shows the lines it would hold now (``statement_preview``), with the same total as *cost
+so far* on the team dashboard, writes nothing, and exports them as CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from unittest import mock
+
+import pytest
+from factories import AllocationFactory, RateCardEntryFactory, RateCardFactory
+
+from billing.models import Statement, StatementLine
+from billing.services.statements import statement_build
+from billing.services.usage_import import usage_import_reservations
+from pools.common.choices import AllocationStatus
+from pools.inventory.models import GpuModel
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 12, 10, 12, 0, tzinfo=UTC)
+DEC_1 = datetime(2026, 12, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def reserved(team):
+    """2 L40S reserved for the team 1 Dec 00:00 -> 21 Dec 00:00 at 1.25 EUR a card-hour, the
+    reservation import run up to now (10 Dec 12:00): 2 cards x 228 h = 456 card-hours so far."""
+    card = RateCardFactory(effective_from=date(2026, 12, 1))
+    RateCardEntryFactory(rate_card=card, price=Decimal("1.25"))
+    AllocationFactory(
+        team=team, card_count=2, gpu_model=GpuModel.objects.get(slug="l40s"),
+        status=AllocationStatus.ACTIVE, starts_at=DEC_1, ends_at=datetime(2026, 12, 21, tzinfo=UTC),
+    )  # fmt: skip
+    usage_import_reservations(start=DEC_1, end=NOW, now=NOW)
+
+
+def _plain(page: bytes) -> str:
+    return page.decode().replace("\u00a0", " ").replace("\u202f", " ")
+
+
+def test_the_month_in_progress_shows_its_lines_so_far_and_writes_nothing(
+    client, team, team_member, reserved
+):
+    """456 card-hours x 1.25 EUR = 570.00 EUR, the dashboard's cost so far; no statement row."""
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = _plain(client.get(f"/costs/{team.slug}/2026-12/").content)
+        dashboard = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
+
+    assert "not drafted yet" in page and "No statement yet" in page
+    assert "570.00 EUR" in page and "456" in page
+    assert "No statement for December 2026 yet" not in page
+    assert (Statement.objects.count(), StatementLine.objects.count()) == (0, 0)
+    assert 'id="cost-so-far"' in dashboard and "570.00 EUR" in dashboard
+    assert f'href="/costs/{team.slug}/2026-12/" data-so-far-link' in dashboard
+
+
+def test_the_lines_so_far_are_the_draft_the_month_close_would_write(
+    client, team, team_member, reserved
+):
+    """The CSV so far holds the same lines as the draft ``statement_build`` writes (built after
+    the download, in the test): kind, basis, quantity and amount, line by line."""
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        response = client.get(f"/costs/{team.slug}/2026-12/?export=csv")
+    assert response.status_code == 200
+    assert 'filename="so-far-' in response["Content-Disposition"]
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert [(r["basis"], r["quantity"], r["amount"], r["status"]) for r in rows] == [
+        ("reserved", "456.000", "570.00", "draft")  # card-hours to 3 places
+    ]
+
+    draft = statement_build(team=team, month=date(2026, 12, 1), now=NOW)
+    assert [(x.basis, x.quantity, x.amount) for x in draft.lines.order_by("position")] == [
+        ("reserved", Decimal("456"), Decimal("570.00"))
+    ]
+
+
+def test_a_past_month_without_a_statement_still_says_so(client, team, team_member, reserved):
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = client.get(f"/costs/{team.slug}/2026-10/").content.decode()
+    assert "No statement for October 2026 yet" in page and "not drafted yet" not in page
+
+
+def test_the_month_with_a_draft_shows_the_draft(client, team, team_member, reserved):
+    statement_build(team=team, month=date(2026, 12, 1), now=NOW)
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = client.get(f"/costs/{team.slug}/2026-12/").content.decode()
+    assert "not drafted yet" not in page and "FOCUS CSV" in page
