@@ -18,7 +18,9 @@ vLLM V0 engine (:data:`FITTED_PROFILES`, the median implied by single-stream row
 prompts). For every source they are fitted on the other sources only, and that source's rows
 are scored with them; the shipped constants (``pools/sizing/engines.py``) are the fit on every
 source, printed next to each fold's. ``--write-bands`` writes the cross-validated residuals per
-regime to ``pools/sizing/error_bands.json``, which the estimator's error band reads.
+regime to ``pools/sizing/error_bands.json``, which the estimator's error band reads; it scores
+every bundled set (:data:`BAND_DATASETS`, the issue 34 MoE / NVFP4 / Blackwell rows included)
+and refuses a subset.
 
 The rows are written by hand from their sources, so some conditions come as prose; this script
 turns them into estimator inputs with the rules below and says so (``note``) when it assumes:
@@ -171,6 +173,11 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: is not short of MoE time.
 DATASET_2026_MOE = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_moe.json"
 DATASETS = (DATASET, DATASET_2026)
+#: What ``--write-bands`` scores: every bundled set, so that an estimate in a regime only the
+#: issue 34 rows hold (NVFP4 on Blackwell: 78 rows; 8-bit Hopper throughput: 64 -> 116 rows
+#: with the MoE cells) reads its own band instead of falling back to the load's. A subset is
+#: refused, as ``--skip-engine-regressions`` is: its bands would not be the sets'.
+BAND_DATASETS = (DATASET, DATASET_2026, DATASET_2026_MOE)
 #: ``--attention-dp``: score the rows whose notes say the run enabled attention data parallelism
 #: (the MoE rows of the TensorRT-LLM 1.0 perf-overview, ``enable_attention_dp``) with
 #: ``dp_attention`` = ``ep`` = tp when tp > 1. Off by default: that page's printed
@@ -1067,8 +1074,17 @@ def main() -> int:
         if args.write_bands:
             parser.error("--hard-roofline scores a model that is not shipped; its bands are not")
         FIT_OVERLAP_GRID[:] = [None]
+    datasets = args.dataset or list(DATASETS)
+    if args.write_bands:
+        datasets = args.dataset or list(BAND_DATASETS)
+        if {path.resolve() for path in datasets} != {path.resolve() for path in BAND_DATASETS}:
+            parser.error(
+                "--write-bands scores every bundled set ("
+                + ", ".join(path.name for path in BAND_DATASETS)
+                + "); bands from other sets are not the shipped model's"
+            )
     return run(
-        args.dataset or list(DATASETS),
+        datasets,
         write_bands=args.write_bands,
         quiet=args.quiet,
         achieved=args.achieved,

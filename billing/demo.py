@@ -1,4 +1,5 @@
-"""Demo billing data: a clearly fake rate card, six months of usage for every demo team, drafts.
+"""Demo billing data: a clearly fake rate card, six months of usage for every demo team, drafts
+(this month's too, so far).
 
 Usage goes through the real importers: reservations from (demo, already ended) allocations, and
 generated Slurm-like job records through :func:`usage_import_slurm`; token usage through
@@ -237,7 +238,8 @@ def _tokens(month: date, zone, rng: random.Random) -> None:
 
 
 def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
-    """Rate card, usage for the last ``months`` months, and draft statements for each."""
+    """Rate card, usage for the last ``months`` months, and draft statements for each and for
+    this month so far (every team's, as the cost so far on My teams counts it)."""
     now = now or timezone.now()
     zone = billing_zone()
     last = previous_month(month_of(now, zone))
@@ -273,11 +275,16 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
         burst_from = min(this_month, now - timedelta(days=4))
         usage_import_elastic_burst(start=burst_from, end=now, now=now)
         _extra_charges(month_of(now, zone), zone, now)
-        for month in sorted({month_of(burst_from, zone), month_of(now, zone)}):
+        if month_of(burst_from, zone) != month_of(now, zone):  # last month's burst days
             statements.append(
-                statement_build(team=Team.objects.get(slug="vision"), month=month, now=now)
-            )
+                statement_build(team=Team.objects.get(slug="vision"), month=month_of(burst_from,
+                                zone), now=now)
+            )  # fmt: skip
         _near_budget(now, zone, rng)
+        # This month's drafts, built last (after the month's jobs so far are imported): the
+        # "cost so far" on My teams and the team dashboard is what they total now.
+        for team in Team.objects.order_by("slug"):
+            statements.append(statement_build(team=team, month=month_of(now, zone), now=now))
     return statements
 
 

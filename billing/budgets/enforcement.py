@@ -31,7 +31,12 @@ from django.db import connection
 from django.utils import timezone
 
 from billing.budgets.models import Budget
-from billing.budgets.selectors import BudgetStatus, Dimension, budget_statuses, centre_teams
+from billing.budgets.selectors import (
+    BudgetStatus,
+    Dimension,
+    budget_statuses_at,
+    centre_teams,
+)
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.models import PriceListVersion
@@ -141,10 +146,19 @@ def _committed(
     the demo) the rows are read and summed here (:func:`_committed_rows`). Both are exact
     (integer card-seconds, one half-up rounding per allocation), so they agree to the last
     digit (``tests/billing/budgets/test_committed_sql.py``, over random data)."""
-    members = centre_teams(budgets)
+    return _committed_for({team.pk}, [(b.pk, b, statuses[b.pk]) for b in budgets], now, prices)
+
+
+def _committed_for(
+    team_ids: set[int], entries: list[tuple], now: datetime, prices: _ReservedPrices | None
+) -> dict[int, tuple[Decimal, Decimal]]:
+    """:func:`_committed` of ``(key, budget, status)`` entries, keyed by ``key``: a budget may
+    come in several periods (requests of the approval queue starting in different ones), and
+    the budgets of many teams (``team_ids``) are summed in the same statement."""
+    members = centre_teams(b for _, b, _ in entries)
     if connection.vendor == "postgresql":
-        return _committed_sql(team, budgets, statuses, now, prices, members)
-    return _committed_rows(team, budgets, statuses, now, prices, members)
+        return _committed_sql(team_ids, entries, now, prices, members)
+    return _committed_rows(team_ids, entries, now, prices, members)
 
 
 def _owners(budget, members: dict[str, set[int]]) -> set[int]:
@@ -157,12 +171,12 @@ def _window(status, now: datetime) -> tuple[datetime, datetime]:
 
 
 def _committed_rows(
-    team, budgets, statuses, now: datetime, prices: _ReservedPrices | None, members
+    team_ids, entries, now: datetime, prices: _ReservedPrices | None, members
 ) -> dict[int, tuple[Decimal, Decimal]]:
     """:func:`_committed` by reading the allocation rows (one query) and summing in Python;
     each allocation priced once per distinct period, not once per budget."""
-    ends = [statuses[b.pk].ends_at for b in budgets]
-    teams = {team.pk}.union(*members.values())
+    ends = [status.ends_at for _, _, status in entries]
+    teams = set(team_ids).union(*members.values())
     rows = list(
         Allocation.objects.holding()
         .overlapping(now, max(ends))
@@ -172,8 +186,8 @@ def _committed_rows(
     )  # fmt: skip
     windows: dict[tuple[datetime, datetime], list[tuple]] = {}
     result = {}
-    for budget in budgets:
-        window = _window(statuses[budget.pk], now)
+    for key, budget, status in entries:
+        window = _window(status, now)
         if window not in windows:
             windows[window] = _held(rows, *window, now, prices)
         places = minor_unit(budget.currency)
@@ -189,7 +203,7 @@ def _committed_rows(
             hours += held
             if price is not None and budget.money_limit is not None:
                 units += _money_units(held, price, places)
-        result[budget.pk] = (_decimal(hours), Decimal(units).scaleb(-places))
+        result[key] = (_decimal(hours), Decimal(units).scaleb(-places))
     return result
 
 
@@ -249,34 +263,34 @@ SELECT h.budget_id, CASE WHEN h.mig_profile = '' THEN NULL ELSE h.id END,
 
 
 def _committed_sql(
-    team, budgets, statuses, now: datetime, prices: _ReservedPrices | None, members
+    team_ids, entries, now: datetime, prices: _ReservedPrices | None, members
 ) -> dict[int, tuple[Decimal, Decimal]]:
     """:func:`_committed` in one statement (:data:`_COMMITTED_SQL`)."""
-    windows = [_window(statuses[b.pk], now) for b in budgets]
+    windows = [_window(status, now) for _, _, status in entries]
     end = max(hi for _, hi in windows)
-    owners = [(b.pk, t) for b in budgets for t in sorted(_owners(b, members))]
+    owners = [(key, t) for key, b, _ in entries for t in sorted(_owners(b, members))]
     periods = prices.periods(now, end) if prices is not None else []
-    places = {b.pk: minor_unit(b.currency) for b in budgets}
-    priced = {b.pk for b in budgets if b.money_limit is not None}
+    places = {key: minor_unit(b.currency) for key, b, _ in entries}
+    priced = {key for key, b, _ in entries if b.money_limit is not None}
     params = {
-        "ids": [b.pk for b in budgets],
+        "ids": [key for key, _, _ in entries],
         "los": [lo for lo, _ in windows],
         "his": [hi for _, hi in windows],
-        "pools": [b.pool_id for b in budgets],
-        "models": [b.gpu_model_id for b in budgets],
+        "pools": [b.pool_id for _, b, _ in entries],
+        "models": [b.gpu_model_id for _, b, _ in entries],
         # money counted: 10^places; not counted (no money limit): NULL, which prices nothing
-        "scales": [10 ** places[b.pk] if b.pk in priced else None for b in budgets],
+        "scales": [10 ** places[key] if key in priced else None for key, _, _ in entries],
         "owner_budgets": [pk for pk, _ in owners],
         "owner_teams": [t for _, t in owners],
         "price_los": [lo for lo, _, _, _ in periods],
         "price_his": [hi for _, hi, _, _ in periods],
         "price_models": [model for _, _, model, _ in periods],
         "prices": [price for _, _, _, price in periods],
-        "teams": sorted({team.pk}.union(*members.values())),
+        "teams": sorted(set(team_ids).union(*members.values())),
         "now": now,
         "end": end,
     }
-    hours = {b.pk: Fraction(0) for b in budgets}
+    hours = {key: Fraction(0) for key, _, _ in entries}
     units = dict.fromkeys(hours, 0)
     with connection.cursor() as cursor:
         cursor.execute(_COMMITTED_SQL, params)
@@ -308,35 +322,47 @@ def _over(status: BudgetStatus, committed: tuple[Decimal, Decimal], hours, money
     return None
 
 
-# The budgets a request answers to, as one plain statement read without a queryset
+# The budgets of some teams, as one plain statement read without a queryset
 # (pools.capacity.rows): the ORM took longer to build it than PostgreSQL to run it, on every
-# approval (issue #29 item 7: approvals within 2x the bare transaction). Team-wide budgets
-# always apply, one for a pool or model only when the request names it (NULL matches no pool);
-# the team's own, and its cost centre's when it has one; each with the price list's version (0
-# without its row) as ``price_list``.
+# approval (issue #29 item 7: approvals within 2x the bare transaction). The teams' own and
+# their cost centres'; each with the price list's version (0 without its row) as
+# ``price_list``. Which of them a request answers to is :func:`_applies`.
 _BUDGETS = RowReader(Budget)
-_BUDGETS_SQL = (
-    f"SELECT {_BUDGETS.columns}, COALESCE((SELECT v.version FROM "
-    f"{PriceListVersion._meta.db_table} v WHERE v.id = 1), 0) FROM {Budget._meta.db_table} b "
-    "WHERE (b.pool_id IS NULL OR b.pool_id = %s) "
-    "AND (b.gpu_model_id IS NULL OR b.gpu_model_id = %s) "
-    "AND (b.team_id = %s OR (b.team_id IS NULL AND %s <> '' AND b.cost_centre = %s)) "
-    "ORDER BY b.id"
-)
 
 
-def _budgets_of(team, pool, gpu_model) -> list[Budget]:
-    """The budgets of ``team`` (or of its cost centre) whose scope covers ``pool`` ×
-    ``gpu_model`` (either ``None``: not named yet), by id, each with ``price_list`` (the price
-    list's version) and its team, pool and model taken from the arguments (no query each)."""
-    pool_id, model_id = getattr(pool, "pk", None), getattr(gpu_model, "pk", None)
-    params = [pool_id, model_id, team.pk, team.cost_centre, team.cost_centre]
-    budgets = _BUDGETS.read(_BUDGETS_SQL, params, extra=("price_list",))
-    for budget in budgets:
-        budget.team = team if budget.team_id else None
-        budget.pool = pool if budget.pool_id else None
-        budget.gpu_model = gpu_model if budget.gpu_model_id else None
-    return budgets
+def _budgets_of(teams: list) -> list[Budget]:
+    """The budgets of ``teams`` and of their cost centres, by id, each with ``price_list``
+    (the price list's version)."""
+    if not teams:
+        return []
+    team_ids = sorted({t.pk for t in teams})
+    centres = sorted({t.cost_centre for t in teams if t.cost_centre})
+    owner = f"b.team_id IN ({', '.join(['%s'] * len(team_ids))})"
+    if centres:
+        owner += (
+            f" OR (b.team_id IS NULL AND b.cost_centre IN ({', '.join(['%s'] * len(centres))}))"
+        )
+    sql = (
+        f"SELECT {_BUDGETS.columns}, COALESCE((SELECT v.version FROM "
+        f"{PriceListVersion._meta.db_table} v WHERE v.id = 1), 0) FROM {Budget._meta.db_table} b "
+        f"WHERE {owner} ORDER BY b.id"
+    )
+    return _BUDGETS.read(sql, [*team_ids, *centres], extra=("price_list",))
+
+
+def _applies(budget: Budget, team, pool, gpu_model) -> bool:
+    """Whether a request of ``team`` for ``pool`` × ``gpu_model`` (either ``None``: not named
+    yet) answers to ``budget``: the team's own or its cost centre's; a team-wide budget always,
+    one for a pool or model only when the request names it."""
+    if budget.team_id is not None:
+        owned = budget.team_id == team.pk
+    else:
+        owned = bool(team.cost_centre) and budget.cost_centre == team.cost_centre
+    return (
+        owned
+        and budget.pool_id in (None, getattr(pool, "pk", None))
+        and budget.gpu_model_id in (None, getattr(gpu_model, "pk", None))
+    )
 
 
 def budget_check(
@@ -344,22 +370,68 @@ def budget_check(
     now: datetime | None = None,
 ) -> BudgetVerdict | None:  # fmt: skip
     """The most severe budget of ``team`` the request passes (ties: the first by id), or None."""
-    budgets = _budgets_of(team, pool, gpu_model)
+    ask = dict(team=team, pool=pool, gpu_model=gpu_model, cards=cards,
+               starts_at=starts_at, ends_at=ends_at)  # fmt: skip
+    return budget_checks([ask], now=now)[0]
+
+
+def budget_checks(asks: list[dict], *, now: datetime | None = None) -> list[BudgetVerdict | None]:
+    """:func:`budget_check` of many requests (each a dict of its keyword arguments), in their
+    order, as of ``now``: the budgets, their consumption and what is committed are read once
+    for all of them (the approval queue's page judges its rows in a fixed number of queries)."""
+    budgets = _budgets_of([a["team"] for a in asks])
     if not budgets:
-        return None
+        return [None] * len(asks)
     now = now or timezone.now()
-    statuses = budget_statuses(budgets, now=now, at=max(starts_at, now))
+    # a budget's team, pool and model from the asks (no query each); only those it covers
+    teams = {a["team"].pk: a["team"] for a in asks}
+    pools = {a["pool"].pk: a["pool"] for a in asks if a["pool"] is not None}
+    models = {a["gpu_model"].pk: a["gpu_model"] for a in asks if a["gpu_model"] is not None}
+    for budget in budgets:
+        for name, known in (("team", teams), ("pool", pools), ("gpu_model", models)):
+            related = getattr(budget, f"{name}_id")
+            if related is None or related in known:
+                setattr(budget, name, known.get(related))
+    applicable = [
+        [b for b in budgets if _applies(b, a["team"], a["pool"], a["gpu_model"])] for a in asks
+    ]
+    pairs = [
+        (b, max(a["starts_at"], now)) for a, bs in zip(asks, applicable, strict=True) for b in bs
+    ]
+    if not pairs:
+        return [None] * len(asks)
+    found = iter(budget_statuses_at(pairs, now=now))
+    statuses = [[next(found) for _ in bs] for bs in applicable]
     # no rate is read when no budget has a money limit
     prices = None
-    if any(b.money_limit is not None for b in budgets):
+    if any(b.money_limit is not None for b, _ in pairs):
         prices = _ReservedPrices(budgets[0].price_list)
+    # one committed sum per budget and period, however many requests start in it
+    keys: dict[tuple[int, datetime], int] = {}
+    entries = []
+    for (budget, _), status in zip(pairs, (s for ss in statuses for s in ss), strict=True):
+        if (budget.pk, status.starts_at) not in keys:
+            keys[(budget.pk, status.starts_at)] = len(entries)
+            entries.append((len(entries), budget, status))
+    owners = {a["team"].pk for a, bs in zip(asks, applicable, strict=True) if bs}
+    committed = _committed_for(owners, entries, now, prices)
+    return [
+        _worst(ask, ask_statuses, prices, now, {
+            s.budget.pk: committed[keys[(s.budget.pk, s.starts_at)]] for s in ask_statuses
+        }) if ask_statuses else None
+        for ask, ask_statuses in zip(asks, statuses, strict=True)
+    ]  # fmt: skip
+
+
+def _worst(ask: dict, statuses: list[BudgetStatus], prices, now: datetime, committed: dict):
+    """The most severe of ``statuses`` (the budgets ``ask`` answers to, by id) it passes."""
+    starts_at, ends_at, gpu_model = ask["starts_at"], ask["ends_at"], ask["gpu_model"]
     price = prices.at(gpu_model and gpu_model.pk, max(starts_at, now)) if prices else None
-    committed = _committed(team, budgets, statuses, now, prices)
     worst: BudgetVerdict | None = None
-    for budget in budgets:
-        status = statuses[budget.pk]
+    for status in statuses:
+        budget = status.budget
         span = clip(starts_at, ends_at, status.starts_at, status.ends_at)
-        hours = card_hours(cards, *span) if span else Decimal(0)
+        hours = card_hours(ask["cards"], *span) if span else Decimal(0)
         money = None  # a money limit is in the rate card's currency, as the price is
         if price is not None and budget.money_limit is not None:
             money = round_money(hours * price, budget.currency)

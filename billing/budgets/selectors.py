@@ -151,15 +151,24 @@ def budget_statuses(
     counting usage up to ``now``. The previous period is read only for budgets that roll over,
     and only when it ended by ``now`` and began on or after ``starts_on``. A budget whose first
     period has not started yet is shown in its first period, nothing used."""
+    budgets = list(budgets)
+    found = budget_statuses_at([(b, at) for b in budgets], now=now)
+    return {b.pk: status for b, status in zip(budgets, found, strict=True)}
+
+
+def budget_statuses_at(
+    pairs: list[tuple[Budget, datetime | None]], *, now: datetime | None = None
+) -> list[BudgetStatus]:
+    """:func:`budget_statuses` of ``(budget, at)`` pairs, in their order: a budget may appear
+    with several instants (requests starting in different periods), all read at once."""
     now = now or timezone.now()
     zone = billing_zone()
     now_month = month_of(now, zone)
-    at_day = (at or now).astimezone(zone).date()
-    budgets = list(budgets)
-    members = centre_teams(budgets)
-    plan: dict[int, tuple[date, date | None]] = {}
+    members = centre_teams(b for b, _ in pairs)
+    plan: list[tuple[date, date | None]] = []
     needs: dict[tuple[int | None, date], set[int]] = defaultdict(set)
-    for budget in budgets:
+    for budget, at in pairs:
+        at_day = (at or now).astimezone(zone).date()
         first = max(p.period_start(budget.period, at_day), budget.starts_on)
         previous = p.period_before(budget.period, first)
         has_previous = (
@@ -167,15 +176,14 @@ def budget_statuses(
             and previous >= budget.starts_on
             and p.period_bounds(budget.period, previous, zone)[1] <= now
         )
-        plan[budget.pk] = (first, previous if has_previous else None)
+        plan.append((first, previous if has_previous else None))
         for start in (first, previous) if has_previous else (first,):
             for month in p.period_months(budget.period, start):
                 if month <= now_month:
                     needs[(budget.pool_id, month)].update(_team_ids(budget, members))
     usage, currencies = scoped_usage(needs)
-    result = {}
-    for budget in budgets:
-        first, previous = plan[budget.pk]
+    result = []
+    for (budget, _), (first, previous) in zip(pairs, plan, strict=True):
         start, end = p.period_bounds(budget.period, first, zone)
         teams = _team_ids(budget, members)
         months = _by_month(
@@ -206,15 +214,17 @@ def budget_statuses(
             and (f := p.forecast(used=d.used, limit=d.limit, start=start, end=end, now=now))
             and f.run_out_at is not None
         ]  # fmt: skip
-        result[budget.pk] = BudgetStatus(
-            budget,
-            first,
-            start,
-            end,
-            hours,
-            money,
-            min(run_outs) if run_outs else None,
-            tuple(months),
+        result.append(
+            BudgetStatus(
+                budget,
+                first,
+                start,
+                end,
+                hours,
+                money,
+                min(run_outs) if run_outs else None,
+                tuple(months),
+            )
         )
     return result
 

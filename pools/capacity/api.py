@@ -14,6 +14,7 @@ from rest_framework.response import Response
 
 from pools.capacity import selectors
 from pools.capacity.arithmetic import card_hours
+from pools.capacity.budget_gate import budget_verdicts
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
@@ -24,7 +25,7 @@ from pools.capacity.services import idempotency
 from pools.capacity.services import requests as request_services
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.classes.models import WorkloadClass
-from pools.common.choices import RequestKind, WorkloadKind
+from pools.common.choices import RequestKind, RequestStatus, WorkloadKind
 from pools.common.validators import MAX_REQUEST_CARDS
 from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles
@@ -145,6 +146,16 @@ class MigProfileField(serializers.CharField):
         return profile
 
 
+class _BudgetsNowList(serializers.ListSerializer):
+    """Many requests: the budgets' verdicts now on the submitted ones, all read at once."""
+
+    def to_representation(self, data):
+        rows = list(data.all() if hasattr(data, "all") else data)
+        submitted = [r for r in rows if r.status == RequestStatus.SUBMITTED]
+        self.context["budgets_now"] = budget_verdicts(requests=submitted)
+        return super().to_representation(rows)
+
+
 class CapacityRequestSerializer(serializers.ModelSerializer):
     team = VisibleTeamField(help_text=f"{TEAM_SLUG_HELP} One of your teams.")
     pool = SlugLookupField(
@@ -193,9 +204,18 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
     mig_profile = MigProfileField()
     submit = serializers.BooleanField(write_only=True, default=True)
     allocation = AllocationSerializer(read_only=True, allow_null=True)  # None until approved
+    budget_verdict_now = serializers.SerializerMethodField(
+        help_text="While submitted: what the budgets in force now say of the request, as the "
+        'approval queue shows it and an approval would find ("" within every budget, warn, '
+        "needs_admin, refuse); budget_verdict is what they said at submission. Null once decided."
+    )
+    budget_reason_now = serializers.SerializerMethodField(
+        help_text='While submitted: why, when budget_verdict_now is not "". Null once decided.'
+    )
 
     class Meta:
         model = CapacityRequest
+        list_serializer_class = _BudgetsNowList
         fields = [
             "id",
             "team",
@@ -222,6 +242,8 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "decision_reason",
             "budget_verdict",
             "budget_reason",
+            "budget_verdict_now",
+            "budget_reason_now",
             "extends",
             "created_at",
             "submitted_at",
@@ -238,6 +260,22 @@ class CapacityRequestSerializer(serializers.ModelSerializer):
             "created_at",
             "submitted_at",
         ]
+
+    def _budget_now(self, obj) -> tuple[str, str] | None:
+        if obj.status != RequestStatus.SUBMITTED:
+            return None
+        if "budgets_now" not in self.context:  # one request: judged alone
+            self.context["budgets_now"] = budget_verdicts(requests=[obj])
+        verdict = self.context["budgets_now"].get(obj.pk)
+        return (verdict.enforcement, verdict.reason) if verdict else ("", "")
+
+    def get_budget_verdict_now(self, obj) -> str | None:
+        found = self._budget_now(obj)
+        return found[0] if found else None
+
+    def get_budget_reason_now(self, obj) -> str | None:
+        found = self._budget_now(obj)
+        return found[1] if found else None
 
     def request_fields(self) -> RequestFields:
         """The validated input as the service takes it (call after ``is_valid``)."""

@@ -79,6 +79,11 @@ def capacity_request_api_list(*, user) -> QuerySet[CapacityRequest]:
             "team__slug",
             "pool__slug",
             "gpu_model__slug",
+            # what a submitted request's budget verdict now reads and says
+            "team__name",
+            "team__cost_centre",
+            "pool__name",
+            "gpu_model__name",
             "requested_by__username",
             "decided_by__username",
         )

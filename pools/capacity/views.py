@@ -35,6 +35,7 @@ from pools.capacity.availability import (
     schedulable_cards_by_pool_model,
     team_usage,
 )
+from pools.capacity.budget_gate import budget_verdicts
 from pools.capacity.filtersets import (
     AllocationFilterSet,
     CapacityRequestFilterSet,
@@ -575,7 +576,7 @@ QUEUE_COLUMNS = [
     Column("suggested_pool", lambda r: r["suggestion"].pool.slug if r["suggestion"] else None),
     Column("could_approve_now", lambda r: r["verdict"]["approvable"] if r["verdict"] else None),
     Column("why_not", lambda r: r["verdict"]["reason"] if r["verdict"] else None),
-    Column("budget_verdict", lambda r: r["req"].budget_verdict),
+    Column("budget_verdict", lambda r: r["budget"].enforcement if r["budget"] else ""),
     Column("submitted_at", lambda r: r["req"].submitted_at.isoformat()),
 ]
 QUEUE_ORDERINGS = {
@@ -601,10 +602,13 @@ def approval_queue(request, verdicts=None):
         .order_by(ordering if ordering in QUEUE_ORDERINGS else "submitted_at", "pk")
     )
     judged: dict = {}
+    budgets: dict | None = None  # each request's budget verdict as of now, not at submission
     export = request.GET.get("export") == "csv"
     if export or (verdicts is not None and ordering in ("approvable", "-approvable")):
         pending = list(pending[:QUEUE_VERDICTS_MAX])
-        judged = verdicts(user=request.user, requests=pending) if verdicts is not None else {}
+        budgets = budget_verdicts(requests=pending)
+        if verdicts is not None:
+            judged = verdicts(user=request.user, requests=pending, budgets=budgets)
     if verdicts is not None and ordering in ("approvable", "-approvable"):
         first = ordering == "approvable"  # those that could be approved now first, or last
 
@@ -615,16 +619,20 @@ def approval_queue(request, verdicts=None):
 
         pending.sort(key=rank)  # stable: oldest first within each
     if export:
-        return csv_response(_queue_rows(pending, judged), QUEUE_COLUMNS, "approval-queue.csv")
+        return csv_response(
+            _queue_rows(pending, judged, budgets), QUEUE_COLUMNS, "approval-queue.csv"
+        )
     page = checked_page(request, Paginator(pending, QUEUE_PAGE_SIZE))
     items = list(page.object_list)
+    if budgets is None:
+        budgets = budget_verdicts(requests=items)
     if verdicts is not None and not judged:
-        judged = verdicts(user=request.user, requests=items)
+        judged = verdicts(user=request.user, requests=items, budgets=budgets)
     return render(
         request,
         "pools/requests/approval_queue.html",
         {
-            "rows": _queue_rows(items, judged),
+            "rows": _queue_rows(items, judged, budgets),
             "page": page,
             "ordering": ordering,
             "reason_form": ReasonForm(),
@@ -632,9 +640,11 @@ def approval_queue(request, verdicts=None):
     )
 
 
-def _queue_rows(items: list, judged: dict) -> list[dict]:
+def _queue_rows(items: list, judged: dict, budgets: dict) -> list[dict]:
     """The queue's rows: each request with its team's cards held now, the cards free for it
-    (``None``: unknown), where approval would place an "any" request, and its verdict."""
+    (``None``: unknown), where approval would place an "any" request, its verdict, and the
+    budgets' verdict on it now (``budget``; ``budget_changed``: not what they said at
+    submission, which the request keeps)."""
     held = team_usage(team_ids=list({r.team_id for r in items}), at=timezone.now())
     # One read of pools, cards and holdings for all the rows, not one per request.
     snapshot = (
@@ -696,6 +706,10 @@ def _queue_rows(items: list, judged: dict) -> list[dict]:
                 "free": free,
                 "suggestion": suggestion,
                 "verdict": judged.get(item.pk),
+                "budget": budgets.get(item.pk),
+                "budget_changed": (
+                    getattr(budgets.get(item.pk), "enforcement", "") != item.budget_verdict
+                ),
             }
         )
     return rows

@@ -25,7 +25,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from pools.capacity.availability import SCHEDULER_OF_KIND
-from pools.capacity.budget_gate import budget_verdict
+from pools.capacity.budget_gate import budget_verdict, budget_verdicts
 from pools.capacity.lifecycle import HOLDING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest, PlacedCards
 from pools.capacity.node_kinds import pool_nodes
@@ -74,12 +74,13 @@ def explanation_for_request(*, user: Any, request: CapacityRequest) -> Explanati
 
 
 def explanations_for_requests(
-    *, user: Any, requests: list[CapacityRequest]
+    *, user: Any, requests: list[CapacityRequest], budgets: dict | None = None
 ) -> dict[int, Explanation]:
     """The explanations of many saved requests (the approval queue's page) by request id, from
     one read of the facts for all of them (:class:`Facts`): a fixed number of statements
-    whatever their number. The budget is what the team's budgets said at submission
-    (``budget_verdict``, ``budget_reason``): the queue shows it, the approval checks again."""
+    whatever their number. The budget is what the budgets in force now say of each
+    (:func:`pools.capacity.budget_gate.budget_verdicts`, all at once; ``budgets``: the
+    caller's, read already), as the approval would find."""
     may_use: dict[int, tuple[str, ...]] = {}  # one read per class, not per request
     for r in requests:
         if r.workload_class_id is not None and r.workload_class_id not in may_use:
@@ -92,12 +93,14 @@ def explanations_for_requests(
         return {}
     facts = Facts.load(list(asks.values()))
     in_force = _overrides_in_force({r.team_id for r in requests})
+    if budgets is None:
+        budgets = budget_verdicts(requests=requests)
     answers = {}
     for req in requests:
-        stored = BudgetFacts(req.budget_verdict, req.budget_reason) if req.budget_verdict else None
+        now = budgets.get(req.pk)
         answers[req.pk] = explain(
             asks[req.pk], facts.options(asks[req.pk]), viewer=_viewer(user, req.team),
-            budget=stored,
+            budget=BudgetFacts(now.enforcement, now.reason) if now else None,
         )  # fmt: skip
         answers[req.pk].overrides = _overrides_text(in_force, req.team, req.pool, req.gpu_model)
     return answers

@@ -124,13 +124,15 @@ def _local(iso: str) -> str:
     )
 
 
-def queue_verdicts(*, user, requests) -> dict[int, dict[str, Any]]:
+def queue_verdicts(*, user, requests, budgets=None) -> dict[int, dict[str, Any]]:
     """For the approval queue: per request id, ``approvable`` (could be approved now as
     asked), ``reason`` (the first reason why not) and ``when`` (the earliest start anywhere,
-    in words); requests for capacity to add are left out. One read of the facts for all."""
+    in words); requests for capacity to add are left out. One read of the facts for all;
+    ``budgets``: the budgets' verdicts now, when the caller has them already."""
     cards = [r for r in requests if r.kind == RequestKind.CARDS]
     verdicts = {}
-    for pk, answer in selectors.explanations_for_requests(user=user, requests=cards).items():
+    answers = selectors.explanations_for_requests(user=user, requests=cards, budgets=budgets)
+    for pk, answer in answers.items():
         dated = [w for w in answer.when if w["earliest_start"] is not None]
         soonest = min(dated, key=lambda w: w["earliest_start"]) if dated else None
         verdicts[pk] = {

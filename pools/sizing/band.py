@@ -1,9 +1,10 @@
 """How far to trust a modelled token rate: an error band from the validation residuals.
 
 ``error_bands.json`` (next to this module) is written by ``benchmarks/sizing.py --write-bands``
-from its leave-one-source-out cross-validation: for every published measurement the estimator
-is scored with constants fitted without that row's source, and the ratio measured / predicted
-of the output token rate is kept. Rows are grouped by **regime**:
+from its leave-one-source-out cross-validation over every bundled validation set (the 2026
+mixture-of-experts, NVFP4 and Blackwell rows included): for every published measurement the
+estimator is scored with constants fitted without that row's source, and the ratio measured /
+predicted of the output token rate is kept. Rows are grouped by **regime**:
 
 - ``load``: ``batch-1`` (one sequence in flight) or ``throughput`` (more than one, a request
   rate, or saturation);
@@ -40,8 +41,8 @@ def load_regime(batch: float) -> str:
 
 
 def precision_class(precision: Precision) -> str:
-    """``16-bit``, ``8-bit W8A8``, ``4-bit W4A4`` (NVFP4 / MXFP4 on FP4 tensor cores, no
-    published rows yet: its band falls back to the load's) or ``weight-only`` (see the module
+    """``16-bit``, ``8-bit W8A8``, ``4-bit W4A4`` (NVFP4 / MXFP4 on FP4 tensor cores: the
+    TensorRT-LLM perf-overview's Blackwell rows) or ``weight-only`` (see the module
     docstring)."""
     if precision.weight_only:
         return "weight-only"

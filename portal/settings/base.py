@@ -492,6 +492,10 @@ BILLING_CURRENCY = env.str("BILLING_CURRENCY", default="EUR")
 # The budget check submission and approval ask (pools/capacity/budget_gate.py); "" turns
 # budgets off. A dotted path so pools need not import billing.
 BUDGET_CHECK = env.str("BUDGET_CHECK", default="billing.budgets.enforcement.budget_check")
+# The same check of many requests at once (the approval queue judges its page as of now).
+BUDGET_CHECK_MANY = env.str(
+    "BUDGET_CHECK_MANY", default="billing.budgets.enforcement.budget_checks"
+)
 ALLOCATION_EXPIRY_WARNING_DAYS = env.int("ALLOCATION_EXPIRY_WARNING_DAYS", default=3)
 # Run after an inventory import changed nodes: the windows it left holding more cards than
 # usable. A dotted path because the inventory sits below capacity and imports none of it.

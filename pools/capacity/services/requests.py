@@ -28,7 +28,12 @@ from pools.capacity.availability import (
     request_options,
     slice_nodes_away,
 )
-from pools.capacity.budget_gate import NEEDS_ADMIN, BudgetVerdict, budget_check_step
+from pools.capacity.budget_gate import (
+    NEEDS_ADMIN,
+    BudgetVerdict,
+    budget_check_step,
+    card_equivalents,
+)
 from pools.capacity.class_room import class_room_check
 from pools.capacity.generation import allocations_changed
 from pools.capacity.locks import (
@@ -49,7 +54,7 @@ from pools.capacity.shapes import (
     shape_data,
     shape_fit,
 )
-from pools.capacity.slices import card_share, is_profile
+from pools.capacity.slices import is_profile
 from pools.capacity.window import WindowHolds, maintenance_windows_by_pool_model, window_holds
 from pools.classes.models import WorkloadClass
 from pools.classes.rules import ClassRule
@@ -800,16 +805,6 @@ def _grant_slices(
             mig_profile=profile,
         )
     return []
-
-
-def card_equivalents(units: int, profile: str, model: GpuModel) -> int | Decimal:
-    """``units`` as cards: ``units`` whole cards, or ``units`` slices × their share of a card
-    (:func:`pools.capacity.slices.card_share`, 3 × ``1g.10gb`` = 3/7 of a card) as a Decimal
-    (what a budget prices)."""
-    if not profile:
-        return units
-    share = card_share(profile, model_key=model.slug)
-    return Decimal(units * share.numerator) / share.denominator
 
 
 def _check_granted_whole(

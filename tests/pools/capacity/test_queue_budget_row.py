@@ -54,7 +54,9 @@ def _rows(html: str) -> list[tuple[str, list[tuple[int, str]]]]:
 
 def test_the_budget_explanation_has_a_row_under_its_request(admin_page, team, l40s):
     # the reason is what the budgets said when the request was submitted (kept on the request),
-    # so the row says when: 09:30 UTC on 1 December shown in the portal's zone (UTC in tests)
+    # so the row says when: 09:30 UTC on 1 December shown in the portal's zone (UTC in tests);
+    # the team has no budget now, so the row says that too (tests/billing/budgets/
+    # test_queue_budget_now.py: a request over a budget in force now)
     over = CapacityRequestFactory(
         team=team, budget_verdict="needs_admin", budget_reason=REASON,
         submitted_at=datetime(2026, 12, 1, 9, 30, tzinfo=UTC),
@@ -66,12 +68,13 @@ def test_the_budget_explanation_has_a_row_under_its_request(admin_page, team, l4
 
     request_row, budget_row = rows[at], rows[at + 1]
     team_cell = request_row[1][1][1]
-    assert "over budget: you decide" in team_cell
+    assert "within budget now" in team_cell
     assert REASON not in team_cell  # not squeezed into the Team column
     assert budget_row == (
         "queue-budget",
-        [(11, f"#{over.pk} over budget at submission (2026-12-01 09:30): {REASON}")],
-    )
+        [(11, f"#{over.pk} within budget now; over budget at submission (2026-12-01 09:30): "
+              f"{REASON}")],
+    )  # fmt: skip
     # The request within its budgets has no such row.
     assert [cls for cls, _ in rows].count("queue-budget") == 1
     assert any(cells[0][1] == f"#{within.pk}" for _, cells in rows)

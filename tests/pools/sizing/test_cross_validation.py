@@ -281,6 +281,44 @@ def test_bands_are_never_written_without_the_regression_rows(monkeypatch, capsys
     assert bench.SKIP_ENGINE_REGRESSIONS == [False]
 
 
+def test_bands_are_written_from_every_bundled_set(monkeypatch):
+    # The MoE / NVFP4 / Blackwell file is not in the default run but is in the bands.
+    seen = {}
+    monkeypatch.setattr(bench, "run", lambda datasets, **options: seen.update(datasets=datasets))
+    monkeypatch.setattr("sys.argv", ["sizing.py", "--write-bands"])
+
+    bench.main()
+
+    assert [path.name for path in seen["datasets"]] == [
+        "sizing_dataset.json",
+        "sizing_dataset_2026.json",
+        "sizing_dataset_2026_moe.json",
+    ]
+    assert bench.DATASET_2026_MOE not in bench.DATASETS
+
+
+def test_bands_are_never_written_from_a_subset_of_the_sets(monkeypatch, capsys):
+    before = bench.BANDS_JSON.read_bytes()
+    monkeypatch.setattr(
+        "sys.argv",
+        [
+            "sizing.py",
+            "--write-bands",
+            "--dataset",
+            str(bench.DATASET),
+            "--dataset",
+            str(bench.DATASET_2026),
+        ],
+    )
+
+    with pytest.raises(SystemExit) as exit_info:
+        bench.main()
+
+    assert exit_info.value.code == 2
+    assert "sizing_dataset_2026_moe.json" in capsys.readouterr().err
+    assert bench.BANDS_JSON.read_bytes() == before
+
+
 def test_a_request_costs_its_prefill_and_its_decode_steps_flops():
     """Llama-3-8B (config.json: 8,030,261,248 parameters, vocabulary 128,256, hidden 4,096,
     32 layers of 32 heads x 128), 128 in / 128 out. Linear parameters 8,030,261,248 - 128,256

@@ -1,0 +1,136 @@
+"""The approval queue and the API judge a submitted request against the budgets in force now,
+not only as they stood at submission (pools/capacity/budget_gate.py ``budget_verdicts``).
+
+Clock fixed at 2026-03-10 12:00 UTC (billing zone UTC). Team ``nlp`` used 30 A100 card-hours
+in March. Its request, submitted before any budget existed: 8 A100 in ``train`` from 13:00 to
+23:00 that day = 8 × 10 = 80 card-hours. A 100 card-hour monthly budget created afterwards:
+30 + 80 = 110 > 100, beyond it; a 120 card-hour one: within.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, date, datetime
+from decimal import Decimal
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils.html import escape
+from factories import CapacityRequestFactory, TeamFactory, UsageRecordFactory
+
+from billing.budgets.models import Budget
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("rates", "fixed_now")]
+NOW = datetime(2026, 3, 10, 12, tzinfo=UTC)
+REASON = (
+    "Beyond the month budget of NLP (all pools and models, 2026-03): 30.00 card-hours used "
+    "+ 80.00 requested > 100.00 card-hours: a pool admin decides."
+)
+
+
+@pytest.fixture
+def fixed_now(monkeypatch, settings):
+    settings.BILLING_TIME_ZONE = "UTC"
+    monkeypatch.setattr("django.utils.timezone.now", lambda: NOW)
+
+
+def _used(team, model, hours):
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    UsageRecordFactory(team=team, gpu_model=model, quantity=Decimal(hours * 3600), basis="used",
+                       source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=3), month=date(2026, 3, 1),
+                       created_at=NOW, updated_at=NOW)  # fmt: skip
+
+
+def _budget(team, hours):
+    return Budget.objects.create(
+        team=team, period="month", starts_on=date(2026, 1, 1),
+        card_hours_limit=Decimal(hours), enforcement="needs_admin",
+    )  # fmt: skip
+
+
+def _submitted(team, pool, model, **extra):
+    return CapacityRequestFactory(
+        team=team, pool=pool, gpu_model=model, workload_kind="training", card_count=8,
+        starts_at=NOW.replace(hour=13), ends_at=NOW.replace(hour=23),
+        submitted_at=datetime(2026, 3, 9, 9, 30, tzinfo=UTC), **extra,
+    )  # fmt: skip
+
+
+def test_a_budget_created_after_submission_flags_the_request(
+    admin_page, admin_api, team, train_pool, a100
+):
+    _used(team, a100, 30)
+    request = _submitted(team, train_pool, a100)  # stored verdict: "" (no budget then)
+
+    page = admin_page.get("/requests/queue/").content.decode()
+    assert "over budget" not in page
+
+    _budget(team, 100)
+    page = admin_page.get("/requests/queue/").content.decode()
+    assert "over budget: you decide" in page
+    assert f"#{request.pk} over budget now:</strong> {escape(REASON)}" in page
+    assert "(Was within budget when submitted, 2026-03-09 09:30.)" in page
+    request.refresh_from_db()
+    assert request.budget_verdict == ""  # what submission was told stays as it was
+
+    one = admin_api.get(f"/api/v1/requests/{request.pk}/").json()
+    listed = next(r for r in admin_api.get("/api/v1/requests/").json()["results"]
+                  if r["id"] == request.pk)  # fmt: skip
+    for answer in (one, listed):
+        assert answer["budget_verdict"] == ""
+        assert answer["budget_verdict_now"] == "needs_admin"
+        assert answer["budget_reason_now"] == REASON
+
+
+def test_within_the_budget_now_shows_no_flag(admin_page, admin_api, team, train_pool, a100):
+    _used(team, a100, 30)
+    request = _submitted(team, train_pool, a100)
+    _budget(team, 120)  # 30 + 80 = 110 <= 120
+    page = admin_page.get("/requests/queue/").content.decode()
+    assert "over budget" not in page and "queue-budget" not in page
+    answer = admin_api.get(f"/api/v1/requests/{request.pk}/").json()
+    assert answer["budget_verdict_now"] == "" and answer["budget_reason_now"] == ""
+
+
+def test_over_at_submission_but_within_now_says_both(admin_page, team, train_pool, a100):
+    _used(team, a100, 30)
+    request = _submitted(team, train_pool, a100, budget_verdict="needs_admin",
+                         budget_reason="an older budget")  # fmt: skip
+    page = admin_page.get("/requests/queue/").content.decode()
+    assert "over budget:" not in page
+    assert (f"#{request.pk} within budget now;</strong> over budget at submission "
+            "(2026-03-09 09:30): an older budget") in page  # fmt: skip
+
+
+def test_the_queue_and_the_api_list_judge_budgets_in_constant_queries(
+    admin_page, admin_api, train_pool, a100
+):
+    """One team with its own budget per request: 2 rows and 8 rows cost the same queries."""
+
+    def add(n):
+        for _ in range(n):
+            team = TeamFactory()
+            _used(team, a100, 30)
+            _budget(team, 100)
+            _submitted(team, train_pool, a100)
+
+    def count(url):
+        with CaptureQueriesContext(connection) as ctx:
+            response = admin_page.get(url) if "api" not in url else admin_api.get(url)
+        assert response.status_code == 200
+        return response, len(ctx.captured_queries)
+
+    add(2)
+    count("/requests/queue/")  # warm what is kept per inventory generation
+    page, few = count("/requests/queue/")
+    assert page.content.decode().count("over budget: you decide") == 2
+    _, api_few = count("/api/v1/requests/")
+    add(6)
+    count("/requests/queue/")  # the new teams' consumption, kept once read
+    page, many = count("/requests/queue/")
+    assert page.content.decode().count("over budget: you decide") == 8
+    answer, api_many = count("/api/v1/requests/")
+    assert [r["budget_verdict_now"] for r in answer.json()["results"]] == ["needs_admin"] * 8
+    assert many == few
+    assert api_many == api_few
