@@ -332,11 +332,16 @@ def _shared_query(data: QueryDict) -> str | None:
     """The address query a preview is shown at, to share or reload: the form's fields but a
     pasted config.json; ``None`` when the custom architecture comes from one (the address could
     not size it, and with it the address grew past what servers take: gunicorn refuses request
-    lines over 4,094 bytes, and DeepSeek-V3's config alone makes about 4,800)."""
+    lines over 4,094 bytes; DeepSeek-V3's config.json is 2,443 of them URL-encoded, the whole
+    form with it about 4,800)."""
     if data.get("model") == "custom" and data.get("custom_model.config", "").strip():
         return None
+    return _without(data, "csrfmiddlewaretoken", "custom_model.config", "export")
+
+
+def _without(data: QueryDict, *keys: str) -> str:
     query = data.copy()
-    for key in ("csrfmiddlewaretoken", "custom_model.config", "export"):
+    for key in keys:
         query.pop(key, None)
     return query.urlencode()
 
@@ -349,6 +354,8 @@ def sizing_page(request):
     query answers the rows as CSV."""
     posted = request.method == "POST"
     data = request.POST if posted else request.GET
+    if "inputs" in data:  # the CSV form of a pasted config.json: the form's fields in one
+        data = QueryDict(data["inputs"])
     form = _form_values(data, link=not posted and not request.htmx)
     results = errors = None
     try:
@@ -372,15 +379,9 @@ def sizing_page(request):
         "errors": errors,
         "query": query or "",
         # no address holds a pasted config.json: the CSV is asked for by POST with the form's
-        # fields, and the page says how to share it
-        "csv_fields": [
-            (key, value)
-            for key, values in data.lists()
-            if key not in ("csrfmiddlewaretoken", "export")
-            for value in values
-        ]
-        if query is None
-        else None,
+        # fields (in one field, not to repeat the form's names in the page), and the page
+        # says how to share it
+        "csv_inputs": _without(data, "csrfmiddlewaretoken", "export") if query is None else None,
     }
     template = "pools/sizing/sizing.html"
     response = render(request, f"{template}#results" if request.htmx else template, context)

@@ -553,6 +553,10 @@ def test_a_preview_the_portal_refuses_or_never_gets_says_so(signed_in, live_serv
         "The results below are for the inputs before."
     )
     expect(note).to_have_count(1)
+    for width in (1280, 390):  # the note wraps inside the results at either width
+        page.set_viewport_size({"width": width, "height": 900})
+        # (the chart's canvas follows a resize a frame later)
+        page.wait_for_function(f"document.documentElement.scrollWidth <= {width}", timeout=5000)
 
     page.unroute(re.compile(r"/sizing/$"))
     page.select_option("select[name=precision]", "BF16")
@@ -576,7 +580,8 @@ def test_a_second_click_on_save_estimate_saves_nothing_more(signed_in, live_serv
     )
     page.evaluate(
         """() => document.body.addEventListener("htmx:afterRequest", (event) => {
-             if (event.detail.elt.id === "save-estimate") setTimeout(() => event.detail.elt.click());
+             const button = event.detail.elt;
+             if (button.id === "save-estimate") setTimeout(() => button.click());
            })"""
     )
     held = []  # the way to the estimate's page, held until the second click was made
