@@ -602,17 +602,31 @@ EMAIL_BACKEND = env.str(
     else "django.core.mail.backends.console.EmailBackend",
 )
 
+# Django logs a 403 or 400 it answers from an exception (a member opening a pool-admin page, a
+# page number that is not a number) with the exception's traceback; a refusal is one line.
+# A logger's filters see only the records made on it, so each django.security logger Django
+# writes a SuspiciousOperation to is named.
+REFUSAL_LOGGERS = ("django.request",) + tuple(
+    f"django.security.{name}"
+    for name in (
+        "SuspiciousOperation", "DisallowedHost", "DisallowedRedirect", "InvalidSessionKey",
+        "RequestDataTooBig", "SuspiciousFileOperation", "SuspiciousMultipartForm",
+        "SuspiciousSession", "TooManyFieldsSent", "TooManyFilesSent",
+    )
+)  # fmt: skip
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {"refusal": {"()": "portal.log_filters.RefusalWithoutTraceback"}},
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "root": {"handlers": ["console"], "level": env.str("LOG_LEVEL", default="INFO")},
+    "loggers": {name: {"filters": ["refusal"]} for name in REFUSAL_LOGGERS},
 }
 if DEMO:
     # The demo runs tasks eagerly with no broker: Celery's "Task ... succeeded in 0.002s" line per
     # task and kombu's "No hostname was supplied" (there is no broker host to supply) say nothing
     # to a person trying the portal. Failures still show (WARNING and above).
-    LOGGING["loggers"] = {
+    LOGGING["loggers"] |= {
         "celery.app.trace": {"level": "WARNING"},
         "kombu.connection": {"level": "ERROR"},
     }

@@ -13,4 +13,10 @@ PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 STORAGES["staticfiles"]["BACKEND"] = "django.contrib.staticfiles.storage.StaticFilesStorage"  # noqa: F405
 EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
 CELERY_TASK_ALWAYS_EAGER = env.bool("CELERY_TASK_ALWAYS_EAGER", default=True)  # noqa: F405
-LOGGING = {"version": 1, "disable_existing_loggers": False}
+# No console handler (pytest captures records); refusals still lose their traceback.
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "filters": LOGGING["filters"],  # noqa: F405
+    "loggers": {name: {"filters": ["refusal"]} for name in REFUSAL_LOGGERS},  # noqa: F405
+}

@@ -1,9 +1,11 @@
-"""Helpers for the billing tests: aware UTC datetimes, job records, an accounting stub."""
+"""Helpers for the billing tests: aware UTC datetimes, job records, an accounting stub, the
+idle-cost rows of a month."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 
+from billing import selectors
 from scheduler_adapters.records import JobRecord, JobState
 
 
@@ -30,3 +32,13 @@ class Accounting:
 
     def jobs_from_accounting(self, start, end, *, accounts=None):
         return tuple(self.records)
+
+
+def idle_rows(month: date) -> list[tuple]:
+    """The month's idle cost per pool as ``(pool slug, capacity cost, allocated cost, used
+    outside allocations cost, idle cost, utilisation)``, in the selector's order."""
+    return [
+        (r.pool.slug, r.capacity_cost, r.allocated_cost, r.used_outside_cost, r.idle_cost,
+         r.utilisation)
+        for r in selectors.pool_idle_costs(month=month)
+    ]  # fmt: skip

@@ -24,9 +24,8 @@ from datetime import date
 from decimal import Decimal
 
 import pytest
-from kit import Accounting, job, utc
+from kit import Accounting, idle_rows, job, utc
 
-from billing import selectors
 from billing.choices import ChargeBasis
 from billing.models import UsageRecord
 from billing.services.statements import statement_build
@@ -65,14 +64,6 @@ def _records():
     )
 
 
-def _idle():
-    return [
-        (r.pool.slug, r.capacity_cost, r.allocated_cost, r.used_outside_cost, r.idle_cost,
-         r.utilisation)
-        for r in selectors.pool_idle_costs(month=OCT)
-    ]  # fmt: skip
-
-
 def test_a_job_inside_an_on_use_allocation_is_charged_and_names_it(on_use):
     assert _records() == [
         ("11", ChargeBasis.USED, on_use.pk, Decimal(10 * 3600)),
@@ -81,7 +72,7 @@ def test_a_job_inside_an_on_use_allocation_is_charged_and_names_it(on_use):
 
 
 def test_idle_cost_counts_a_job_inside_an_on_use_allocation_once(on_use):
-    assert _idle() == [
+    assert idle_rows(OCT) == [
         ("train", Decimal("11904.00"), Decimal("192.00"), Decimal("6.00"), Decimal("11706.00"),
          Decimal("1.7")),
     ]  # fmt: skip
@@ -103,13 +94,13 @@ def test_reimporting_changes_nothing_and_fixes_a_month_imported_before(on_use, t
     assert (again.records_created, again.records_updated, again.records_unchanged) == (0, 0, 2)
 
     UsageRecord.objects.filter(allocation=on_use).update(allocation=None)
-    assert _idle()[0][3:5] == (Decimal("26.00"), Decimal("11686.00"))
+    assert idle_rows(OCT)[0][3:5] == (Decimal("26.00"), Decimal("11686.00"))
     before = statement_build(team=team, month=OCT, now=WINDOW["now"]).total_amount
 
     fixed = usage_import_slurm(scheduler=Accounting(JOBS), **WINDOW)
     assert (fixed.records_created, fixed.records_updated, fixed.records_unchanged) == (0, 1, 1)
     assert _records()[0][:3] == ("11", ChargeBasis.USED, on_use.pk)
-    assert _idle()[0][3:5] == (Decimal("6.00"), Decimal("11706.00"))
+    assert idle_rows(OCT)[0][3:5] == (Decimal("6.00"), Decimal("11706.00"))
     after = statement_build(team=team, month=OCT, now=WINDOW["now"]).total_amount
     assert before == after == Decimal("39.00")
 
@@ -184,7 +175,7 @@ def test_what_jobs_use_beyond_the_allocations_cards_is_used_outside(on_use, team
         ("11", ChargeBasis.USED, on_use.pk), ("12", ChargeBasis.USED, None),
         ("13", ChargeBasis.USED, on_use.pk), ("14", ChargeBasis.USED, on_use.pk),
     ]  # fmt: skip
-    assert _idle() == [
+    assert idle_rows(OCT) == [
         ("train", Decimal("11904.00"), Decimal("192.00"), Decimal("18.00"), Decimal("11694.00"),
          Decimal("1.8")),
     ]  # fmt: skip
@@ -200,7 +191,7 @@ def test_jobs_of_an_allocation_no_longer_charged_are_used_outside(on_use):
 
     Allocation.objects.filter(pk=on_use.pk).update(status=AllocationStatus.CANCELLED)
     allocations_changed()
-    assert _idle() == [
+    assert idle_rows(OCT) == [
         ("train", Decimal("11904.00"), Decimal("0.00"), Decimal("26.00"), Decimal("11878.00"),
          Decimal("0.2")),
     ]  # fmt: skip

@@ -35,8 +35,8 @@ from decimal import Decimal
 
 import pytest
 from django.apps import apps
+from kit import idle_rows
 
-from billing import selectors
 from billing.choices import ChargeBasis, UsageSource
 from billing.models import UsageMonthVersion, UsageRecord
 from billing.services.prometheus_import import usage_import_kubernetes
@@ -109,14 +109,6 @@ def _records():
     ]  # fmt: skip
 
 
-def _idle():
-    return [
-        (r.pool.slug, r.capacity_cost, r.allocated_cost, r.used_outside_cost, r.idle_cost,
-         r.utilisation)
-        for r in selectors.pool_idle_costs(month=OCT)
-    ]  # fmt: skip
-
-
 def _total(team) -> Decimal:
     return statement_build(team=team, month=OCT, now=WINDOW["now"]).total_amount
 
@@ -158,7 +150,7 @@ def test_pods_inside_an_on_use_allocation_are_charged_and_name_it(on_use):
 
 
 def test_idle_cost_counts_them_once_and_the_statement_charges_them_once(on_use, team):
-    assert _idle() == [
+    assert idle_rows(OCT) == [
         ("infer", Decimal("47616.00"), Decimal("576.00"), Decimal("56.00"), Decimal("46984.00"),
          Decimal("1.3")),
     ]  # fmt: skip
@@ -191,7 +183,7 @@ def test_a_month_imported_before_is_corrected_in_place_after_the_migration(on_us
         ("2026-10-06", "used", ChargeBasis.USED, None, Decimal(28800)),
         ("2026-10-20", "used", ChargeBasis.USED, None, Decimal(10800)),
     ]
-    assert _idle()[0][3:] == (Decimal("168.00"), Decimal("46872.00"), Decimal("1.6"))
+    assert idle_rows(OCT)[0][3:] == (Decimal("168.00"), Decimal("46872.00"), Decimal("1.6"))
     assert _total(team) == Decimal("168.00")
     version = UsageMonthVersion.objects.get(team=team, month=OCT).version
 
@@ -207,7 +199,7 @@ def test_a_month_imported_before_is_corrected_in_place_after_the_migration(on_us
     fixed = _import()
     assert (fixed.records_created, fixed.records_updated, fixed.records_unchanged) == (1, 2, 1)
     assert _records() == expected
-    assert _idle()[0][3:] == (Decimal("56.00"), Decimal("46984.00"), Decimal("1.3"))
+    assert idle_rows(OCT)[0][3:] == (Decimal("56.00"), Decimal("46984.00"), Decimal("1.3"))
     assert _total(team) == Decimal("168.00")
 
 

@@ -391,3 +391,65 @@ def test_no_implied_batch_without_a_throughput_estimate_or_a_measurement(monkeyp
     assert (
         bench.implied_batch({"estimate": fits, "measured": None, "request": request}, None) is None
     )
+
+
+def _steps(full_ms, decode_ms):
+    """An estimator whose step is ``full_ms``, or ``decode_ms`` when every prompt but one token
+    is served from the prompt cache; it records the fields it was asked for."""
+    asked = []
+
+    def estimate(fields, engines):
+        asked.append(fields)
+        cached = fields.get("prompt_cache_hit_rate") == bench.PROMPT_FREE_HIT_RATE
+        step_ms = decode_ms if cached else full_ms
+        return SimpleNamespace(throughput=SimpleNamespace(step_ms=step_ms))
+
+    return estimate, asked
+
+
+def test_the_prefill_split_sets_the_prompt_work_beside_the_step_the_measured_rate_needs(
+    monkeypatch,
+):
+    """648.7 sequences admitted -> 648 in flight. Modelled step 522.7 ms, 146.3 ms of it
+    without the prompts: prompts 376.4 ms. 1,001 tok/s at 648 sequences is one step per
+    648 / 1,001 s = 647.3527 ms, 124.6527 ms more than modelled."""
+    estimate, asked = _steps(522.7, 146.3)
+    monkeypatch.setattr(bench, "_estimate", estimate)
+    request = {"concurrency": None, "request_rate": None, "input_len": 2048, "output_len": 128}
+    case = {
+        "estimate": SimpleNamespace(throughput=SimpleNamespace(batch=648.7)),
+        "measured": 1001.0,
+        "request": request,
+    }
+
+    split = bench.prefill_split(case, None)
+
+    assert split["batch"] == 648
+    assert split["prompt_ms"] == pytest.approx(376.4)
+    assert split["measured_step_ms"] == pytest.approx(647.352647)
+    assert split["missing_ms"] == pytest.approx(124.652647)
+    assert [fields["concurrency"] for fields in asked] == [648, 648]
+    assert "prompt_cache_hit_rate" not in asked[0]
+
+
+def test_no_prefill_split_without_a_throughput_estimate_or_a_measurement(monkeypatch):
+    estimate, asked = _steps(1.0, 0.5)
+    monkeypatch.setattr(bench, "_estimate", estimate)
+    request = {"concurrency": None, "request_rate": None}
+    fits = SimpleNamespace(throughput=SimpleNamespace(batch=10.0))
+
+    no_fit = {"estimate": SimpleNamespace(throughput=None), "measured": 5.0, "request": request}
+    assert bench.prefill_split(no_fit, None) is None
+    assert (
+        bench.prefill_split({"estimate": fits, "measured": None, "request": request}, None) is None
+    )
+    assert asked == []
+
+
+def test_one_prompt_token_is_left_uncached_at_the_prompt_free_hit_rate():
+    """The estimator caches round(input x rate) tokens, at most input - 1: at the prompt-free
+    rate that is input - 1 for every prompt up to 500,000 tokens (20,000 -> 19,999.98 -> 20,000,
+    capped to 19,999)."""
+    for input_len in (2, 128, 2048, 20_000, 500_000):
+        cached = min(input_len - 1, round(input_len * bench.PROMPT_FREE_HIT_RATE))
+        assert cached == input_len - 1
