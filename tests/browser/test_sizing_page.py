@@ -555,8 +555,12 @@ def test_a_preview_the_portal_refuses_or_never_gets_says_so(signed_in, live_serv
     expect(note).to_have_count(1)
     for width in (1280, 390):  # the note wraps inside the results at either width
         page.set_viewport_size({"width": width, "height": 900})
-        # (the chart's canvas follows a resize a frame later)
-        page.wait_for_function(f"document.documentElement.scrollWidth <= {width}", timeout=5000)
+        # (the chart's canvas follows a resize a frame or more later)
+        for _ in range(50):
+            if page.evaluate("document.documentElement.scrollWidth") <= width:
+                break
+            page.wait_for_timeout(100)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
 
     page.unroute(re.compile(r"/sizing/$"))
     page.select_option("select[name=precision]", "BF16")
