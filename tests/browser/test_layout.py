@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from browser_support import count_htmx_requests, settled
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -274,6 +275,7 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
     too_wide, hides, opened = [], [], 0
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
+        count_htmx_requests(context)
         page = context.new_page()
         page.goto(f"{live_server.url}/login/")
         if page.evaluate("document.documentElement.scrollWidth") > width:
@@ -285,7 +287,7 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
         for path in pages:
             response = page.goto(f"{live_server.url}{path}")
             assert response.status == 200, path
-            page.wait_for_load_state("networkidle")
+            settled(page)
             scroll_width = page.evaluate("document.documentElement.scrollWidth")
             opened += 1
             if scroll_width > width:

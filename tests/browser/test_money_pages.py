@@ -12,6 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from browser_support import count_htmx_requests, settled
 from django.utils import timezone
 from factories import AllocationFactory
 
@@ -183,6 +184,7 @@ def test_money_pages_keep_amounts_in_view(browser, live_server, tmp_path):
             ("admin", [f"/costs/finance/{last:%Y-%m}/", f"/costs/nlp/{last:%Y-%m}/"]),
         ):  # fmt: skip
             context = browser.new_context(viewport={"width": width, "height": 900})
+            count_htmx_requests(context)
             page = context.new_page()
             page.goto(f"{live_server.url}/login/")
             page.fill("input[name=username]", user)
@@ -191,7 +193,7 @@ def test_money_pages_keep_amounts_in_view(browser, live_server, tmp_path):
             page.wait_for_url(lambda url: "/login/" not in url)  # Fleet or My teams, by role
             for path in paths:
                 page.goto(f"{live_server.url}{path}")
-                page.wait_for_load_state("networkidle")
+                settled(page)
                 assert page.evaluate(CARDS_CLIPPED) == [], (width, path)
                 assert page.evaluate(AMOUNTS_OUT) == [], (width, path)
                 if width >= 1280:  # narrower, the columns scroll under Amount by design

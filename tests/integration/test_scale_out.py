@@ -1,5 +1,6 @@
 """Scale-out as production runs it: two gunicorn web processes (``DEBUG=0``, static files
-collected with WhiteNoise's manifest storage) and two Celery workers on PostgreSQL and Redis.
+collected with hashed names and served by WhiteNoise, ``scale_out_settings``) and two Celery
+workers on PostgreSQL and Redis.
 
 - A real browser (Debian's chromium) signs in and asks for cards through a round-robin proxy in
   front of both web processes, so consecutive requests land on different processes: the session,
@@ -79,7 +80,8 @@ def static_root(tmp_path_factory) -> Path:
 
 def base_env(database_url: str) -> dict[str, str]:
     return {
-        "DJANGO_SETTINGS_MODULE": "portal.settings.base",
+        "DJANGO_SETTINGS_MODULE": "integration.scale_out_settings",
+        "PYTHONPATH": str(ROOT / "tests"),
         "ENV_FILE": os.devnull,
         "DEBUG": "0",
         "SECRET_KEY": "scale-out-test-" + "s" * 50,

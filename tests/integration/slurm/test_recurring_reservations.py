@@ -100,13 +100,16 @@ def test_slurmctld_moves_a_daily_reservation_forward_by_one_day(setup):
     adapter, account, partition = setup
     node = free_a100_node(adapter, partition)
     now = datetime.now(UTC).replace(microsecond=0)
-    if (now + timedelta(seconds=50)).date() != now.date():
+    if (now + timedelta(seconds=30)).date() != now.date():
         # a same-day window is needed (end after start on the clock): wait for midnight UTC
         midnight = datetime.combine(now.date() + timedelta(days=1), time(), UTC)
         sleep((midnight - now).total_seconds() + 1)
         now = datetime.now(UTC).replace(microsecond=0)
-    start = now + timedelta(seconds=20)
-    end = start + timedelta(seconds=30)
+    # slurmctld moves a repeating reservation once its end has passed (its checks are about a
+    # minute apart), so the window is short: started in 10 s (the create takes well under
+    # that), 15 s long
+    start = now + timedelta(seconds=10)
+    end = start + timedelta(seconds=15)
     rule = unsaved(account, partition, "daily", now.date(), start.time(), end.time())
     spec = recurring_slurm_spec(
         rule, nodes=(node,), now=now, cluster_zone="UTC", name=f"hrec-{uuid.uuid4().hex[:8]}"
