@@ -77,6 +77,8 @@ DEMAND_KINDS = {
     "traffic": "Requests per day and a peak window",
     "concurrency": "Sequences in flight at once",
 }
+#: A kind that is none of these, in the API's words (the page words it by the labels).
+DEMAND_KIND_REFUSED = f"Choose one of {', '.join(DEMAND_KINDS)}."
 #: The figure each demand kind is given by; the other kinds' figures are ignored.
 DEMAND_FIGURES = {
     "output_rate": "output_tok_s",
@@ -487,9 +489,7 @@ INPUTS: dict[str, Input] = {
     "input_len": WholeNumber(required=True, high=MAX_TOKENS),
     "output_len": WholeNumber(required=True, high=MAX_TOKENS),
     "demand_kind": Choice(
-        choices=tuple(DEMAND_KINDS),
-        default="output_rate",
-        message=f"Choose one of {', '.join(DEMAND_KINDS)}.",
+        choices=tuple(DEMAND_KINDS), default="output_rate", message=DEMAND_KIND_REFUSED
     ),
     "output_tok_s": BoundedNumber(low=0, high=1e12),
     "requests_per_day": BoundedNumber(low=0, high=1e15),

@@ -8,8 +8,9 @@ import json
 
 from django.http import Http404, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.utils.cache import patch_vary_headers
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.common.choices import Scheduler
 from pools.common.errors import DomainError
@@ -123,6 +124,14 @@ FIELD_LABELS = {
     "prices": "Prices",
 }
 
+# Service messages that name the API's values, as the page's users read them: a load kind
+# edited into an address is refused by the labels of the page's Load buttons.
+PAGE_MESSAGES = {
+    sizing_inputs.DEMAND_KIND_REFUSED: "Choose one of the loads the form offers: "
+    + "; ".join(sizing_inputs.DEMAND_KINDS.values())
+    + ".",
+}
+
 ROW_COLUMNS = [
     Column("gpu_model", lambda r: r["gpu_model"]),
     Column("gpu_name", lambda r: r["gpu_name"]),
@@ -196,6 +205,7 @@ def _error_items(errors: dict[str, str]) -> list[dict[str, str]]:
             label = f"Price per card-hour of {tail}"
         else:
             label = FIELD_LABELS.get(field, field)
+        message = PAGE_MESSAGES.get(message, message)
         items.append({"field": field, "label": label, "message": message, "_at": order.get(head)})
     items.sort(key=lambda item: len(order) if item["_at"] is None else item["_at"])
     return items
@@ -318,11 +328,35 @@ def _page_context(request, form: dict) -> dict:
     }
 
 
-@require_GET
+def _shared_query(data: QueryDict) -> str | None:
+    """The address query a preview is shown at, to share or reload: the form's fields but a
+    pasted config.json; ``None`` when the custom architecture comes from one (the address could
+    not size it, and with it the address grew past what servers take: gunicorn refuses request
+    lines over 4,094 bytes; DeepSeek-V3's config.json is 2,443 of them URL-encoded, the whole
+    form with it about 4,800)."""
+    if data.get("model") == "custom" and data.get("custom_model.config", "").strip():
+        return None
+    return _without(data, "csrfmiddlewaretoken", "custom_model.config", "export")
+
+
+def _without(data: QueryDict, *keys: str) -> str:
+    query = data.copy()
+    for key in keys:
+        query.pop(key, None)
+    return query.urlencode()
+
+
+@require_http_methods(["GET", "POST"])
 def sizing_page(request):
-    """The what-if page; htmx asks for the ``results`` fragment as the inputs change;
-    ``export=csv`` answers the rows as CSV."""
-    form = _form_values(request.GET, link=not request.htmx)
+    """The what-if page; the form POSTs its inputs over htmx for the ``results`` fragment as
+    they change (a pasted config.json is too long for a GET's address), and a GET with the
+    inputs in its query opens the page with them, as a shared link does; ``export=csv`` in the
+    query answers the rows as CSV."""
+    posted = request.method == "POST"
+    data = request.POST if posted else request.GET
+    if "inputs" in data:  # the CSV form of a pasted config.json: the form's fields in one
+        data = QueryDict(data["inputs"])
+    form = _form_values(data, link=not posted and not request.htmx)
     results = errors = None
     try:
         _inputs, results = sizing_services.sizing_preview(raw=form)
@@ -338,14 +372,22 @@ def sizing_page(request):
             )
         _decorate(results)
         return csv_response(results["rows"], ROW_COLUMNS, "sizing.csv")
+    query = _shared_query(data) if posted else data.urlencode()
     context = {
         **_page_context(request, form),
         "results": _decorate(results) if results else None,
         "errors": errors,
-        "query": request.GET.urlencode() if request.GET else "",
+        "query": query or "",
+        # no address holds a pasted config.json: the CSV is asked for by POST with the form's
+        # fields (in one field, not to repeat the form's names in the page), and the page
+        # says how to share it
+        "csv_inputs": _without(data, "csrfmiddlewaretoken", "export") if query is None else None,
     }
     template = "pools/sizing/sizing.html"
     response = render(request, f"{template}#results" if request.htmx else template, context)
+    if posted and request.htmx:
+        url = reverse("pools:sizing")
+        response["HX-Push-Url"] = "false" if query is None else f"{url}?{query}"
     patch_vary_headers(response, ["HX-Request"])
     return response
 

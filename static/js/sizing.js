@@ -153,4 +153,25 @@
     markInvalid();
     drawChart();
   });
+  // A preview or save the server refused (4xx, 5xx) or that never reached it: htmx swaps
+  // nothing, so the results shown were silently those of the inputs before. Say so above them
+  // (the next answer replaces the results, and the note with them).
+  function requestFailed(event, why) {
+    const results = document.getElementById("results");
+    if (!results || !event.detail.target || event.detail.target.id !== "results") return;
+    const saving = event.detail.elt && event.detail.elt.id === "save-estimate";
+    results.querySelectorAll(".request-failed").forEach((old) => old.remove());
+    const note = document.createElement("p");
+    note.className = "request-failed notice error";
+    note.setAttribute("role", "alert");
+    note.textContent = (saving ? "The estimate was not saved: " : "These inputs were not recomputed: ")
+      + why + " The results below are for the inputs before.";
+    results.prepend(note);
+  }
+  document.addEventListener("htmx:responseError", (event) => {
+    requestFailed(event, "the portal answered " + event.detail.xhr.status + ".");
+  });
+  document.addEventListener("htmx:sendError", (event) => {
+    requestFailed(event, "the portal could not be reached.");
+  });
 })();

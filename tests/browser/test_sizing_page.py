@@ -487,3 +487,119 @@ def test_the_weights_kv_cache_and_engine_lists_show_every_choice_whole(signed_in
     )
 
     assert clipped == []
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_a_pasted_config_json_over_5000_bytes_is_sized_in_place(signed_in, live_server, width):
+    """The preview was an htmx GET of the whole form: a config.json this long made a request
+    line gunicorn refuses (over 4,094 bytes) and the old results silently stayed. Posted, it
+    is sized (DeepSeek-V3: the preset's 671,026,404,352 parameters); the address keeps the
+    sizing before it, from the fields (no address can hold the config), and the results say
+    how to share this one."""
+    from sizing_support import DEEPSEEK_V3_PARAMS, deepseek_v3_config_text
+
+    page = signed_in
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    page.select_option("select[name=model]", "custom")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B (modified)")
+    shared = page.url  # the custom fields, started from the preset, make an address
+    assert "model=custom" in shared and "custom_model.num_layers=32" in shared
+    textarea = page.locator("textarea[name='custom_model.config']")
+    config = deepseek_v3_config_text()
+    assert len(config.encode()) > 5_000
+    textarea.fill(config)
+    textarea.blur()  # a paste is a change once the field is left
+
+    expect(page.locator("#results")).to_contain_text(f"{DEEPSEEK_V3_PARAMS} parameters")
+    expect(page.locator("#results .sizing-errors")).to_have_count(0)
+    expect(page.locator("#config-not-in-address")).to_be_visible()
+    assert page.url == shared
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+
+def test_a_preview_the_portal_refuses_or_never_gets_says_so(signed_in, live_server):
+    """A failed preview (4xx/5xx, or no answer) swapped nothing, so the results of the inputs
+    before stood as if they were the new ones; the results now say it failed."""
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B")
+    failure = {"how": "500"}
+
+    def preview(route):
+        if route.request.method != "POST":
+            route.continue_()
+        elif failure["how"] == "500":
+            route.fulfill(status=500, body="Server Error")
+        else:
+            route.abort()
+
+    page.route(re.compile(r"/sizing/$"), preview)
+    page.select_option("select[name=model]", "llama3_70b")
+
+    note = page.locator("#results .request-failed")
+    expect(note).to_have_text(
+        "These inputs were not recomputed: the portal answered 500. "
+        "The results below are for the inputs before."
+    )
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B")
+
+    failure["how"] = "unreachable"
+    page.select_option("select[name=precision]", "FP8")
+    expect(note).to_have_text(
+        "These inputs were not recomputed: the portal could not be reached. "
+        "The results below are for the inputs before."
+    )
+    expect(note).to_have_count(1)
+    for width in (1280, 390):  # the note wraps inside the results at either width
+        page.set_viewport_size({"width": width, "height": 900})
+        # (the chart's canvas follows a resize a frame or more later)
+        for _ in range(50):
+            if page.evaluate("document.documentElement.scrollWidth") <= width:
+                break
+            page.wait_for_timeout(100)
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+
+    page.unroute(re.compile(r"/sizing/$"))
+    page.select_option("select[name=precision]", "BF16")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-70B")
+    expect(note).to_have_count(0)
+
+
+def test_a_second_click_on_save_estimate_saves_nothing_more(signed_in, live_server):
+    """Double-clicking "Save estimate" saved two: the second click came after the first save
+    answered and before the browser had left for the estimate's page. The button stays
+    disabled from the first click until the page is left: a click made the moment the save
+    answers (the page itself clicks again) sends nothing."""
+    from pools.sizing.models import SizingEstimate
+
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/?model=llama3_8b")
+    saves = []
+    page.on(
+        "request",
+        lambda r: saves.append(r) if r.method == "POST" and r.url.endswith("/sizing/save/") else 0,
+    )
+    page.evaluate(
+        """() => document.body.addEventListener("htmx:afterRequest", (event) => {
+             const button = event.detail.elt;
+             if (button.id === "save-estimate") setTimeout(() => button.click());
+           })"""
+    )
+    held = []  # the way to the estimate's page, held until the second click was made
+    page.route(re.compile(r"/sizing/estimates/\d+/$"), lambda route: held.append(route))
+
+    page.click("#save-estimate", no_wait_after=True)
+    for _ in range(100):
+        if held:
+            break
+        page.wait_for_timeout(50)
+    assert held, "the saved estimate's page was not asked for"
+    page.wait_for_timeout(500)  # time for a second save to leave, were it sent
+    assert len(saves) == 1
+    held[0].continue_()
+
+    page.wait_for_url(re.compile(r"/sizing/estimates/\d+/$"))
+    assert SizingEstimate.objects.count() == 1

@@ -7,7 +7,8 @@ import csv
 import io
 import json
 import re
-from urllib.parse import urlencode
+from html import unescape
+from urllib.parse import parse_qs, urlencode
 
 import pytest
 from django.test import Client
@@ -503,3 +504,98 @@ def test_a_priced_chart_names_its_currency_and_leaves_room_for_its_second_axis(f
     assert chart["currency"] == "EUR"
     assert all(cost is not None for cost in chart["cost"])
     assert response.context["results"]["chart_height_px"] == 170 + 2 * 26
+
+
+def _csrf_client(user) -> tuple[Client, str]:
+    """A client that checks CSRF as a browser meets it, and the token the page hands it."""
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(user)
+    page = client.get("/sizing/")
+    token = re.search(r'"X-CSRFToken": "([^"]+)"', page.content.decode())[1]
+    return client, token
+
+
+def test_a_preview_posts_a_config_json_too_long_for_an_address(fleet, member):
+    """The form's htmx request was a GET: a pasted config.json made its request line longer
+    than gunicorn takes (4,094 bytes) and the results silently stayed. Posted with the page's
+    CSRF header it is sized, and the address is left as it was (a pasted config makes no
+    address). As a GET its request line would be 8,999 bytes."""
+    from sizing_support import DEEPSEEK_V3_PARAMS, deepseek_v3_config_text
+
+    client, token = _csrf_client(member)
+    inputs = {**QWEN_72B, "model": "custom", "custom_model.config": deepseek_v3_config_text()}
+    assert len(f"GET /sizing/?{urlencode(inputs)} HTTP/1.1") > 4_094
+
+    response = client.post("/sizing/", inputs, HTTP_HX_REQUEST="true", HTTP_X_CSRFTOKEN=token)
+
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert html.lstrip().startswith('<div id="results">') and "<html" not in html
+    assert "Fix these inputs" not in html
+    assert f"{DEEPSEEK_V3_PARAMS} parameters" in html
+    assert response["HX-Push-Url"] == "false"
+    assert 'id="config-not-in-address"' in html
+    assert "HX-Request" in response["Vary"]
+
+
+def test_a_posted_preview_without_the_csrf_token_is_refused(fleet, member):
+    client, _token = _csrf_client(member)
+
+    response = client.post("/sizing/", QWEN_72B, HTTP_HX_REQUEST="true")
+
+    assert response.status_code == 403
+
+
+def test_a_posted_preview_puts_its_fields_in_the_address_to_share(fleet, member_page):
+    """Without a pasted config the address is the form's fields (a config left in the hidden
+    text box of a preset is not one of them), and that address opens the same sizing."""
+    inputs = {**QWEN_72B, "gpu_models": ["l40s", "a100_pcie"], "custom_model.config": "{}"}
+
+    response = _htmx(member_page, "/sizing/", inputs, method="post")
+
+    path, _, query = response["HX-Push-Url"].partition("?")
+    assert path == "/sizing/"
+    shared = {key: values for key, values in parse_qs(query, keep_blank_values=True).items()}
+    assert shared == {
+        **{key: [value] for key, value in QWEN_72B.items()},
+        "gpu_models": ["l40s", "a100_pcie"],
+    }
+    assert 'id="config-not-in-address"' not in response.content.decode()
+    opened = member_page.get(response["HX-Push-Url"]).content.decode()
+    assert 'name="gpu_models" value="l40s" checked' in opened
+    assert re.search(r'name="output_tok_s"[^>]*value="2000"', opened)
+
+
+def test_the_csv_of_a_pasted_config_is_asked_for_by_post(fleet, member_page):
+    """No address holds the config, so the results' "Export CSV" is a form posting the fields;
+    its CSV sizes the pasted model: DeepSeek-V3 at BF16 is 671,026,404,352 x 2 B of weights."""
+    from sizing_support import deepseek_v3_config_text
+
+    inputs = {
+        **QWEN_72B,
+        "precision": "BF16",
+        "model": "custom",
+        "custom_model.config": deepseek_v3_config_text(),
+    }
+    preview = _htmx(member_page, "/sizing/", inputs, method="post").content.decode()
+    assert '<form method="post" action="?export=csv"' in preview
+    field = re.search(r'<input type="hidden" name="inputs" value="([^"]*)">', preview)[1]
+    assert parse_qs(unescape(field)) == {key: [value] for key, value in inputs.items()}
+
+    response = member_page.post("/sizing/?export=csv", {"inputs": unescape(field)})
+
+    assert response["Content-Type"].startswith("text/csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert len(rows) == 41  # every catalogue model; those that cannot hold it have no figures
+    assert {row["weights_bytes"] for row in rows} - {""} == {str(671_026_404_352 * 2)}
+
+
+def test_a_load_kind_edited_into_an_address_is_refused_in_the_pages_words(fleet, member_page):
+    response = member_page.get("/sizing/?model=llama3_70b&demand_kind=foo")
+
+    html = response.content.decode()
+    assert (
+        "<strong>Load</strong>: Choose one of the loads the form offers: Peak output tokens per "
+        "second; Requests per day and a peak window; Sequences in flight at once." in html
+    )
+    assert "output_rate, traffic" not in html
