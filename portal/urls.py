@@ -4,7 +4,7 @@ from django.conf import settings
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerSplitView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 from rest_framework.routers import DefaultRouter
 
 from billing.api import views as billing_api
@@ -30,6 +30,7 @@ from pools.sizing import api as sizing_api
 from pools.tenancy import api as tenancy_api
 from pools.waiting import api as waiting_api
 from portal.health import deep_health, healthz, readyz
+from portal.schema_view import SchemaView
 from portal.throttling import LoginView, lockout_response
 
 
@@ -133,7 +134,7 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
     path("api/v1/", include((api_v1, "api"), namespace="api")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/schema/", SchemaView.as_view(), name="schema"),
     # The split view serves its script from a URL (?script), not inline: the CSP allows it.
     path("api/docs/", SpectacularSwaggerSplitView.as_view(url_name="schema"), name="api-docs"),
     path("costs/", include("billing.urls")),

@@ -9,7 +9,7 @@ HF_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "hf_configs"
 
 #: DeepSeek-V3 as its published config.json counts it (the preset's own count, tested in
 #: tests/pools/sizing/test_parallelism.py).
-DEEPSEEK_V3_PARAMS = "671,026,404,352"
+DEEPSEEK_V3_PARAMS = "671\u202f026\u202f404\u202f352"  # grouped as the page groups
 
 
 def deepseek_v3_config_text() -> str:

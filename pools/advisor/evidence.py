@@ -7,14 +7,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from pools.web.numbers import grouped
+
 Shown = Callable[[object], str]
-
-
-def grouped(value: object, places: int = 0) -> str:
-    """``value`` to ``places`` decimals, thousands grouped as money and statement quantities
-    are (:func:`billing.pricing.format_money`): a narrow no-break space, ``3456.0`` ->
-    ``3 456``. The rules' summaries group their numbers with it too."""
-    return f"{value:,.{places}f}".replace(",", "\u202f")
 
 
 def _count(value: object) -> str:

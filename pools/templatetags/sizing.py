@@ -1,8 +1,11 @@
-"""Number formats of the sizing pages: bytes as GB, quantities with a fixed number of decimals."""
+"""Number formats of the sizing pages: bytes as GB, quantities with a fixed number of decimals,
+thousands grouped as money is (:func:`pools.web.numbers.grouped`, a narrow no-break space)."""
 
 from decimal import Decimal
 
 from django import template
+
+from pools.web.numbers import grouped
 
 register = template.Library()
 
@@ -18,11 +21,11 @@ def _number(value):
 
 @register.filter
 def gb(value, decimals: int = 1):
-    """Bytes as GB (10**9 B) with ``decimals`` places and thousands separators; ``—`` if unknown."""
+    """Bytes as GB (10**9 B) with ``decimals`` places, thousands grouped; ``—`` if unknown."""
     number = _number(value)
     if number is None:
         return "—"
-    return f"{number / 1e9:,.{int(decimals)}f}"
+    return grouped(number / 1e9, int(decimals))
 
 
 @register.filter
@@ -31,7 +34,7 @@ def gib(value, decimals: int = 0):
     number = _number(value)
     if number is None:
         return "—"
-    return f"{number / 2**30:,.{int(decimals)}f}"
+    return grouped(number / 2**30, int(decimals))
 
 
 @register.filter
@@ -40,16 +43,16 @@ def tflop(value, decimals: int = 1):
     number = _number(value)
     if number is None:
         return "—"
-    return f"{number / 1e12:,.{int(decimals)}f}"
+    return grouped(number / 1e12, int(decimals))
 
 
 @register.filter
 def qty(value, decimals: int = 0):
-    """A number with ``decimals`` places and thousands separators; ``—`` if unknown."""
+    """A number with ``decimals`` places, thousands grouped; ``—`` if unknown."""
     number = _number(value)
     if number is None:
         return "—"
-    return f"{number:,.{int(decimals)}f}"
+    return grouped(number, int(decimals))
 
 
 @register.filter
@@ -58,7 +61,7 @@ def pct(value, decimals: int = 0):
     number = _number(value)
     if number is None:
         return "—"
-    return f"{number * 100:,.{int(decimals)}f} %"
+    return f"{grouped(number * 100, int(decimals))} %"
 
 
 WARNING_LABELS = {

@@ -160,7 +160,7 @@ def test_a_dense_custom_architecture_is_sized_with_its_moe_fields_left_blank(
     expect(page.locator("#results")).to_contain_text("Llama-3.1-8B (modified)")
     expect(page.locator("#results .sizing-errors")).to_have_count(0)
     expect(page.locator("#results")).not_to_contain_text("Enter a whole number")
-    expect(page.locator("#results")).to_contain_text("131,072 B")
+    expect(page.locator("#results")).to_contain_text("131\u202f072 B")
     expect(page.locator("tr[data-gpu=h100_sxm] td.cards-cell")).to_have_text(re.compile(r"^\d"))
 
 
@@ -231,7 +231,7 @@ def test_an_uploaded_config_json_replaces_the_fields_and_is_sized(signed_in, liv
 
     # the preset's fields are cleared (they would override the config) and the config is sized
     expect(page.locator("input[name='custom_model.num_layers']")).to_have_value("")
-    expect(page.locator("#results")).to_contain_text("30,532,110,336 parameters")
+    expect(page.locator("#results")).to_contain_text("30\u202f532\u202f110\u202f336 parameters")
     expect(page.locator("#results")).to_contain_text("61.1 GB")
     expect(page.locator("#results .sizing-errors")).to_have_count(0)
 
@@ -254,7 +254,7 @@ def test_a_pasted_config_json_is_not_named_after_the_preset_it_replaced(signed_i
     textarea.fill(config.read_text())
     textarea.blur()  # a paste is a change once the field is left
 
-    expect(page.locator("#results")).to_contain_text("30,532,110,336 parameters")
+    expect(page.locator("#results")).to_contain_text("30\u202f532\u202f110\u202f336 parameters")
     expect(name).to_have_value("")
     expect(page.locator("#results")).to_contain_text("(Custom model, BF16)")
     expect(page.locator("#results")).not_to_contain_text("Llama-3.1-8B")
@@ -373,7 +373,7 @@ def test_images_per_request_add_visual_tokens_in_place(signed_in, live_server, w
     page.click("#multimodal summary")
     page.fill("input[name=images_per_request]", "1")
     page.locator("input[name=images_per_request]").dispatch_event("change")
-    expect(page.locator("#multimodal-explained")).to_contain_text("+ 1,369 tokens")
+    expect(page.locator("#multimodal-explained")).to_contain_text("+ 1\u202f369 tokens")
     expect(page.locator("#multimodal-explained")).to_contain_text("encoder 7.7 TFLOP")
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     shots = Path(os.environ.get("BROWSER_SHOTS") or "/tmp")
@@ -381,7 +381,7 @@ def test_images_per_request_add_visual_tokens_in_place(signed_in, live_server, w
 
     page.fill("input[name=images_per_request]", "2")
     page.locator("input[name=images_per_request]").dispatch_event("change")
-    expect(page.locator("#multimodal-explained")).to_contain_text("+ 2,738 tokens")
+    expect(page.locator("#multimodal-explained")).to_contain_text("+ 2\u202f738 tokens")
     assert page.evaluate("window.__sameDocument") is True
 
 

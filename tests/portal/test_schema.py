@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import json
+import threading
+
 import pytest
+from django.test import RequestFactory
+from django.urls import resolve
 
 pytestmark = pytest.mark.django_db
 
@@ -135,3 +140,51 @@ def test_the_paging_bounds_are_documented_as_checked(member_api):
     capacity = schema["paths"]["/api/v1/pools/{slug}/capacity/"]["get"]
     assert capacity["responses"]["200"]["content"]["application/json"]["schema"]["type"] == "array"
     assert not any(p["name"] == "page" for p in capacity.get("parameters", []))
+
+
+def test_concurrent_schema_requests_are_all_served_and_identical(monkeypatch):
+    """Several requests building the document at once in one process (a threaded server's
+    first docs page) each get 200 and the same document; the builds never overlap."""
+    view = resolve("/api/schema/").func
+    generator_class = view.view_class.generator_class
+    threads_n = 4
+    active = 0
+    most_active = 0
+    counting = threading.Lock()
+
+    class CountingGenerator(generator_class):
+        def get_schema(self, *args, **kwargs):
+            nonlocal active, most_active
+            with counting:
+                active += 1
+                most_active = max(most_active, active)
+            try:
+                return super().get_schema(*args, **kwargs)
+            finally:
+                with counting:
+                    active -= 1
+
+    monkeypatch.setattr(view.view_class, "generator_class", CountingGenerator)
+    start = threading.Barrier(threads_n)
+    answers = []
+
+    def fetch():
+        request = RequestFactory().get("/api/schema/", {"format": "json"})
+        start.wait()
+        try:
+            response = view(request)
+            response.render()
+            answers.append((response.status_code, response.content))
+        except Exception as error:  # a 500 under a real server
+            answers.append((500, repr(error).encode()))
+
+    threads = [threading.Thread(target=fetch) for _ in range(threads_n)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert [status for status, _ in answers] == [200] * threads_n
+    assert len({body for _, body in answers}) == 1
+    assert json.loads(answers[0][1])["info"]["title"] == "gpu-pool-portal API"
+    assert most_active == 1

@@ -67,7 +67,7 @@ def test_the_page_opens_with_qwen_72b_at_2000_tok_s(fleet, member_page):
     assert "<html" in html and 'id="sizing-form"' in html
     assert re.search(r'option value="qwen2_5_72b" data-config="[^"]*" selected', html)
     assert 'id="sizing-chart-data"' in html
-    assert "7,000 equivalent tok/s ÷ 60 tok/s per card = <strong>117 cards</strong>" in html
+    assert "7\u202f000 equivalent tok/s ÷ 60 tok/s per card = <strong>117 cards</strong>" in html
     assert 'href="/sizing/"' in html  # the nav's "Size a model"
 
 
@@ -330,7 +330,7 @@ def test_the_page_and_its_csv_price_with_the_rate_cards_currency(fleet, member_p
     ).decode()
 
     assert "Cost<br><small>EUR / month</small>" in html
-    assert "52,560.00" in html
+    assert "52\u202f560.00" in html
     l40s = next(r for r in csv.DictReader(io.StringIO(text)) if r["gpu_model"] == "l40s")
     assert (l40s["price_per_card_hour"], l40s["monthly_cost"], l40s["currency"]) == (
         "1.20", "52560.00", "EUR")  # fmt: skip
@@ -411,8 +411,8 @@ def test_images_on_the_page_add_visual_tokens_and_the_encoder(fleet, member_page
     html = _htmx(member_page, "/sizing/", vl).content.decode()
     text_only = _htmx(member_page, "/sizing/", {**vl, "model": "qwen2_5_7b"}).content.decode()
 
-    assert "+ 2,738 tokens" in html
-    assert "so 3,738 input tokens a request" in html
+    assert "+ 2\u202f738 tokens" in html
+    assert "so 3\u202f738 input tokens a request" in html
     assert "encoder 15.4 TFLOP a request, 1.4 GB of 16-bit weights" in html
     assert "<strong>Images per request</strong>: Qwen2.5-7B has no vision encoder" in text_only
 
