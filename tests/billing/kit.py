@@ -4,6 +4,7 @@ idle-cost rows of a month."""
 from __future__ import annotations
 
 from datetime import UTC, date, datetime
+from decimal import Decimal
 
 from billing import selectors
 from scheduler_adapters.records import JobRecord, JobState
@@ -42,3 +43,15 @@ def idle_rows(month: date) -> list[tuple]:
          r.utilisation)
         for r in selectors.pool_idle_costs(month=month)
     ]  # fmt: skip
+
+
+def used_on_2_march(team, gpu_model, hours: int, now: datetime) -> None:
+    """``hours`` card-hours of ``gpu_model`` the team used outside reservations on 2 March
+    2026 (one Slurm accounting record, written at ``now``), as the budget tests count them."""
+    from factories import UsageRecordFactory
+
+    start = datetime(2026, 3, 2, tzinfo=UTC)
+    UsageRecordFactory(team=team, gpu_model=gpu_model, quantity=Decimal(hours * 3600),
+                       basis="used", source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=3), month=date(2026, 3, 1),
+                       created_at=now, updated_at=now)  # fmt: skip

@@ -15,7 +15,8 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from factories import MembershipFactory, TeamFactory, UsageRecordFactory
+from factories import MembershipFactory, TeamFactory
+from kit import used_on_2_march
 
 from billing.budgets.models import Budget
 from billing.budgets.selectors import budget_statuses
@@ -35,12 +36,8 @@ def fixed_now(monkeypatch, settings):
     monkeypatch.setattr("django.utils.timezone.now", lambda: NOW)
 
 
-def used(team, a100, hours):
-    start = datetime(2026, 3, 2, tzinfo=UTC)
-    UsageRecordFactory(team=team, gpu_model=a100, quantity=Decimal(hours * 3600), basis="used",
-                       source="slurm-accounting", period_start=start,
-                       period_end=start.replace(day=3), month=date(2026, 3, 1),
-                       created_at=NOW, updated_at=NOW)  # fmt: skip
+def used(team, model, hours):
+    used_on_2_march(team, model, hours, NOW)
 
 
 @pytest.fixture

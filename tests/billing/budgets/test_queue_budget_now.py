@@ -16,7 +16,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils.html import escape
-from factories import CapacityRequestFactory, TeamFactory, UsageRecordFactory
+from factories import CapacityRequestFactory, TeamFactory
+from kit import used_on_2_march
 
 from billing.budgets.models import Budget
 
@@ -35,11 +36,7 @@ def fixed_now(monkeypatch, settings):
 
 
 def _used(team, model, hours):
-    start = datetime(2026, 3, 2, tzinfo=UTC)
-    UsageRecordFactory(team=team, gpu_model=model, quantity=Decimal(hours * 3600), basis="used",
-                       source="slurm-accounting", period_start=start,
-                       period_end=start.replace(day=3), month=date(2026, 3, 1),
-                       created_at=NOW, updated_at=NOW)  # fmt: skip
+    used_on_2_march(team, model, hours, NOW)
 
 
 def _budget(team, hours):
