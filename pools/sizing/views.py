@@ -23,6 +23,7 @@ from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.filtersets import SizingEstimateFilterSet
 from pools.sizing.presets import model_presets
 from pools.tenancy import selectors as tenancy_selectors
+from pools.web.numbers import grouped
 from pools.web.pages import Column, csv_response, filtered_list
 
 # The service's scalar input names; the form uses them as they are.
@@ -309,7 +310,8 @@ def _page_context(request, form: dict) -> dict:
         "presets": [
             (
                 p.id,
-                f"{p.name} ({p.total_params / 1e9:.1f} B params, {p.max_context_tokens:,} ctx)",
+                f"{p.name} ({p.total_params / 1e9:.1f} B params, "
+                f"{grouped(p.max_context_tokens)} ctx)",
                 json.dumps(_preset_config(p)),
             )
             for p in model_presets().values()

@@ -67,6 +67,7 @@ def test_the_page_opens_with_qwen_72b_at_2000_tok_s(fleet, member_page):
     assert "<html" in html and 'id="sizing-form"' in html
     assert re.search(r'option value="qwen2_5_72b" data-config="[^"]*" selected', html)
     assert 'id="sizing-chart-data"' in html
+    assert "Qwen2.5-72B (72.7 B params, 32\u202f768 ctx)" in html
     assert "7\u202f000 equivalent tok/s ÷ 60 tok/s per card = <strong>117 cards</strong>" in html
     assert 'href="/sizing/"' in html  # the nav's "Size a model"
 
