@@ -174,4 +174,14 @@
   document.addEventListener("htmx:sendError", (event) => {
     requestFailed(event, "the portal could not be reached.");
   });
+  // A field the browser itself refuses (a number below its minimum, say): htmx sends nothing,
+  // so, as above, the results would silently stay those of the inputs before.
+  document.addEventListener("htmx:validation:halted", (event) => {
+    const first = (event.detail.errors || [])[0];
+    if (!first || !first.elt) return;
+    const label = first.elt.labels && first.elt.labels[0];
+    const name = label ? label.textContent.trim() : first.elt.name;
+    const message = (first.message || "not accepted").replace(/\.?$/, ".");
+    requestFailed(event, name + ": " + message);
+  });
 })();

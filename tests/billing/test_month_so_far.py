@@ -93,3 +93,19 @@ def test_the_month_with_a_draft_shows_the_draft(client, team, team_member, reser
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         page = client.get(f"/costs/{team.slug}/2026-12/").content.decode()
     assert "not drafted yet" not in page and "FOCUS CSV" in page
+
+
+def test_the_dashboard_spend_card_shows_the_month_so_far_not_no_cost_data(
+    client, team, team_member, reserved
+):
+    """December has no statement yet: the Spend card's December row says 570.00 EUR so far
+    (456 card-hours x 1.25 EUR, the cost-so-far tile's number), linking to the lines; November,
+    with no statement and no month in progress, still says "no cost data"."""
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        dashboard = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
+    december = dashboard.split("<td>December 2026</td>", 1)[1].split("</tr>", 1)[0]
+    november = dashboard.split("<td>November 2026</td>", 1)[1].split("</tr>", 1)[0]
+    assert f'href="/costs/{team.slug}/2026-12/" data-spend-so-far>570.00 EUR so far' in december
+    assert "not drafted yet" in december and "no cost data" not in december
+    assert "no cost data" in november and "so far" not in november

@@ -603,3 +603,25 @@ def test_a_second_click_on_save_estimate_saves_nothing_more(signed_in, live_serv
 
     page.wait_for_url(re.compile(r"/sizing/estimates/\d+/$"))
     assert SizingEstimate.objects.count() == 1
+
+
+def test_a_field_the_browser_refuses_says_the_results_were_not_recomputed(signed_in, live_server):
+    """Input tokens -1 (below the field's min of 1): the browser refuses the field, htmx sends
+    nothing, and the results of the inputs before stood with no word; now they say so, naming
+    the field, until a value the browser accepts recomputes them."""
+    page = signed_in
+    page.goto(f"{live_server.url}/sizing/")
+    page.select_option("select[name=model]", "llama3_8b")
+    expect(page.locator("#results")).to_contain_text("Llama-3.1-8B")
+    posts = []
+    page.on("request", lambda r: posts.append(r.url) if r.method == "POST" else None)
+
+    page.fill("input[name=input_len]", "-1")
+
+    note = page.locator("#results .request-failed")
+    expect(note).to_contain_text("These inputs were not recomputed: Input tokens: ")
+    expect(note).to_contain_text("The results below are for the inputs before.")
+    assert posts == []
+    page.fill("input[name=input_len]", "2000")
+    expect(note).to_have_count(0)
+    assert len(posts) >= 1
