@@ -93,7 +93,8 @@
       callback: (value) => {
         const lead = value / 10 ** Math.floor(Math.log10(value) + 1e-9);
         const shown = [1, 2, 5].some((n) => Math.abs(lead - n) < 1e-6);
-        return shown ? Number(value).toLocaleString() : "";
+        // grouped as the page's numbers are: a narrow no-break space (pools/web/numbers.py)
+        return shown ? Number(value).toLocaleString("en").replace(/,/g, "\u202f") : "";
       },
     };
     function axis(values, label, extra) {
