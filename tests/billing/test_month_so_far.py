@@ -118,3 +118,19 @@ def test_the_dashboard_spend_card_shows_the_month_so_far_not_no_cost_data(
     assert f'href="/costs/{team.slug}/2026-12/" data-spend-so-far>570.00 EUR so far' in december
     assert "not drafted yet" in december and "no cost data" not in december
     assert "no cost data" in november and "so far" not in november
+
+
+def test_the_spend_csv_carries_the_month_so_far_as_the_spend_card_does(
+    client, team, team_member, reserved
+):
+    """The Spend card's December row says 570.00 EUR so far (456 card-hours x 1.25 EUR); its
+    CSV carries the same figure, marked ``so_far`` and not final. November: no statement, not
+    the month in progress: no cost data, an empty amount."""
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        response = client.get(f"/teams/{team.slug}/dashboard/?export=spend")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["month"], r["amount"], r["currency"], r["final"], r["so_far"]) for r in rows] == [
+        ("2026-11", "", "", "False", "False"),
+        ("2026-12", "570.00", "EUR", "False", "True"),
+    ]
