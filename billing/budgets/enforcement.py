@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 from django.db import connection
@@ -60,6 +60,7 @@ from pools.capacity.rows import RowReader
 from pools.capacity.slices import card_share
 from pools.common.choices import PricingMethod
 from pools.inventory.models import GpuModel
+from pools.web.numbers import grouped
 
 
 class _ReservedPrices:
@@ -471,8 +472,14 @@ def _worst(ask: dict, statuses: list[BudgetStatus], prices, now: datetime, commi
 _OUTCOME = {"warn": "a warning", "needs_admin": "a pool admin decides", "refuse": "refused"}
 
 
-def _shown(value: Decimal) -> str:
-    return str(value.quantize(Decimal("0.01")))
+def _shown(value: Decimal, currency: str | None = None) -> str:
+    """A figure of the reason as pages show numbers (:func:`pools.web.numbers.grouped`:
+    thousands grouped with a narrow no-break space): card-hours half-up to 2 places
+    (``1339.525`` -> ``1 339.53``), money half-up to ``currency``'s minor unit
+    (:func:`billing.pricing.round_money`). ``data`` keeps the plain numbers (:func:`_plain`)."""
+    if currency is None:
+        return grouped(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP), 2)
+    return grouped(round_money(value, currency), minor_unit(currency))
 
 
 def _plain(value: Decimal) -> str:
@@ -485,11 +492,16 @@ def _verdict(
 ):
     budget = status.budget
     unit = "card-hours" if name == "card_hours" else dimension.unit
-    held = f"+ {_shown(committed)} committed to approved allocations " if committed else ""
+    currency = None if name == "card_hours" else unit
+
+    def shown(value: Decimal) -> str:
+        return _shown(value, currency)
+
+    held = f"+ {shown(committed)} committed to approved allocations " if committed else ""
     reason = (
         f"Beyond the {budget.get_period_display().lower()} budget of {budget.owner_label} "
-        f"({budget.scope_label}, {status.period:%Y-%m}): {_shown(dimension.used)} {unit} used "
-        f"{held}+ {_shown(requested)} requested > {_shown(dimension.limit)} {unit}: "
+        f"({budget.scope_label}, {status.period:%Y-%m}): {shown(dimension.used)} {unit} used "
+        f"{held}+ {shown(requested)} requested > {shown(dimension.limit)} {unit}: "
         f"{_OUTCOME[budget.enforcement]}."
     )
     return BudgetVerdict(
