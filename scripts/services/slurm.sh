@@ -138,7 +138,7 @@ DB_PASSWORD=$(cat "$ROOT/.dbpass")
 # open to slurmdbd (slurmctld's, and each sacctmgr's and each slurmrestd accounting request's,
 # several messages each) Nagle's algorithm holds the body until the peer's delayed ACK (40 ms):
 # 80-90 ms a message, 0.37 s a `sacctmgr show assoc`, 0.3-0.5 s a slurmdbd call over REST
-# (24.11 and 26.05 send one write: 0.02 s). So slurmdbd, which listens on every address, is
+# (24.11: 0.05 s, 26.05: 0.02 s). So slurmdbd, which listens on every address, is
 # reached at a loopback address of its own whose route ACKs at once (quickack). The route's src
 # makes it the connections' source address too, so the ACKs both ways are immediate; nothing else
 # on the machine uses the address. Without CAP_NET_ADMIN the address still works, only slowly.
