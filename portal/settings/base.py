@@ -633,3 +633,8 @@ if DEMO:
         "celery.app.trace": {"level": "WARNING"},
         "kombu.connection": {"level": "ERROR"},
     }
+    # The demo's log lines (an e-mail "sent", a failed task) go where its commands write their
+    # own (stdout), in the order they happened: on stderr they reached a terminal or a log file
+    # apart from, and out of step with, the command's lines ("21 draft statementse-mail to …"
+    # where a reader joined the two streams).
+    LOGGING["handlers"]["console"]["stream"] = "ext://sys.stdout"
