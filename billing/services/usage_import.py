@@ -419,7 +419,7 @@ class UsageCatalogue:
                     start = piece.start
                     if start == a.starts_at:
                         start = start.replace(microsecond=0)
-                    reserved.append(Held(allocation_id, start, piece.end, None))
+                    reserved.append(Held(allocation_id, start, piece.end, Fraction(piece.cards)))
             on_use = [Held(i, s.replace(microsecond=0), e) for s, e, i in self.on_use.get(pair, ())]
             self._held[pair] = (reserved, on_use)
         return {p: self._held[p] for p in pairs}
@@ -518,8 +518,12 @@ def usage_import_slurm(
     Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
     starts, per GRES type: cards × seconds. Each month's piece is cut at the edges of the team's
     allocations of that GPU model (:mod:`billing.reserved_cover`): its card-seconds inside a
-    reserved allocation are ``included`` (not charged again), keyed ``<piece key>:alloc<id>``;
-    those inside an allocation priced on use are ``used`` and name it (same key shape); the rest
+    reserved allocation and within its cards are ``included`` (not charged again), keyed
+    ``<piece key>:alloc<id>``; when the team's jobs of the model in force at a moment hold more
+    cards than its reservations then, the jobs started last are beyond them (read from
+    accounting beside the window when they ran outside it, :func:`_pieces_beside`, so hourly
+    imports give one import of the month's records). Card-seconds not covered inside an
+    allocation priced on use are ``used`` and name it (same key shape); the rest
     are ``used`` in none, under the piece's own key, written even at 0 so that a record
     imported under an earlier rule (the whole piece by its start) is corrected in place. A
     ``…:alloc<id>`` record of a seen piece the rule no longer gives (the allocation cancelled)
@@ -544,7 +548,8 @@ def usage_import_slurm(
         found, skew = _job_pieces(job, now, catalogue, zone, prefix, report)
         pieces += found
         records += skew
-    records += _piece_records(pieces, catalogue, report)
+    beside = _pieces_beside(scheduler, pieces, catalogue, (start, end, now, zone, prefix))
+    records += _piece_records(pieces, catalogue, report, beside)
     problem = accounting_gpu_tres_problem(jobs, catalogue.gpu_partitions)
     if problem is not None:
         report.issues.insert(0, problem)
@@ -621,21 +626,64 @@ def _job_pieces(
     return pieces, []
 
 
+def _pieces_beside(
+    scheduler: AccountingSource, pieces: list[_Piece], catalogue: UsageCatalogue, read: tuple
+) -> list[_Piece]:
+    """The pieces of the jobs not read for the window that ran beside ``pieces`` while a
+    reservation of their team and model was in force: those share its cards, the earlier
+    started first, so a job's cover depends on every job in force with it
+    (:mod:`billing.reserved_cover`), and a job seen in an hour's window may have run for days.
+    ``read``: ``(window start, window end, now, zone, key prefix)``.
+
+    Read from accounting over the stretch of the pieces inside a reservation, for their teams'
+    accounts only; nothing is read when that stretch lies inside the window (its jobs were
+    read). Only the cover at the times of ``pieces`` is taken from them: their own records are
+    written when an import's window reads them."""
+    start, end, now, zone, prefix = read
+    held = catalogue.held({(p.team_id, p.model_id) for p in pieces})
+    capped = [
+        p for p in pieces
+        if any(h.start < p.end and p.start < h.end for h in held[(p.team_id, p.model_id)][0])
+    ]  # fmt: skip
+    if not capped:
+        return []
+    lo, hi = min(p.start for p in capped), max(p.end for p in capped)
+    if start <= lo and hi <= end:
+        return []
+    teams = {p.team_id for p in capped}
+    accounts = sorted(account for account, team in catalogue.accounts.items() if team in teams)
+    seen = {(p.job.job_id, p.job.start) for p in pieces}
+    quiet = ImportReport()  # their problems are reported by the imports that read them
+    beside = []
+    for job in scheduler.jobs_from_accounting(lo, hi, accounts=accounts):
+        if (job.job_id, job.start) not in seen:
+            beside += _job_pieces(job, now, catalogue, zone, prefix, quiet)[0]
+    return beside
+
+
 def _piece_records(
-    pieces: list[_Piece], catalogue: UsageCatalogue, report: ImportReport
+    pieces: list[_Piece], catalogue: UsageCatalogue, report: ImportReport, beside=()
 ) -> list[UsageRecord]:
-    """The records of ``pieces``: each cut by its team's allocations of its GPU model
-    (:func:`billing.reserved_cover.cover`, over the pieces of the team and model that overlap
-    one); flags ambiguous wall times (:func:`_flag_other_reading`)."""
+    """The records of ``pieces``: each cut by its team's allocations of its GPU model and
+    covered within the reservations' cards (:func:`billing.reserved_cover.cover`, over the
+    pieces of the team and model that overlap one, with those ``beside`` them:
+    :func:`_pieces_beside`, not written); flags ambiguous wall times
+    (:func:`_flag_other_reading`)."""
     groups: dict[tuple[int, int], list[_Piece]] = defaultdict(list)
     for piece in pieces:
         groups[(piece.team_id, piece.model_id)].append(piece)
+    others: dict[tuple[int, int], list[_Piece]] = defaultdict(list)
+    for piece in beside:
+        others[(piece.team_id, piece.model_id)].append(piece)
     held = catalogue.held(groups)
     records = []
     for pair, group in groups.items():
         reserved, on_use = held[pair]
         windows = [*reserved, *on_use]
-        inside = [p for p in group if any(h.start < p.end and p.start < h.end for h in windows)]
+        inside = [
+            p for p in group + others.get(pair, [])
+            if any(h.start < p.end and p.start < h.end for h in windows)
+        ]  # fmt: skip
         parts = cover(
             [Use(p.key, p.rank, p.start, p.end, Fraction(p.cards)) for p in inside],
             reserved,

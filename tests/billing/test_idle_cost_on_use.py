@@ -110,11 +110,12 @@ def test_reimporting_changes_nothing_and_fixes_a_month_imported_before(on_use, t
     assert before == after == Decimal("39.00")
 
 
-def test_a_reserved_allocation_in_force_at_the_same_time_still_includes_the_job(
+def test_a_reserved_allocation_in_force_at_the_same_time_covers_its_cards_only(
     on_use, team, train_pool, a100
 ):
-    """Team ``nlp`` also holds a reserved allocation R of 1 A100 over 1 → 10 Oct: job 1 (5 Oct)
-    is included in R (not charged), as before, rather than charged inside U."""
+    """Team ``nlp`` also holds a reserved allocation R of 1 A100 over 1 → 10 Oct: of job 1's
+    2 cards (5 Oct 10:00 → 15:00) R covers 1, included 1 × 5 = 5 card-hours (not charged);
+    the other card is charged inside U, 5 card-hours used naming it."""
     from factories import AllocationFactory
 
     reserved = AllocationFactory(
@@ -123,7 +124,8 @@ def test_a_reserved_allocation_in_force_at_the_same_time_still_includes_the_job(
     )  # fmt: skip
     usage_import_slurm(scheduler=Accounting(JOBS), **WINDOW)
     assert _records() == [
-        ("11", ChargeBasis.INCLUDED, reserved.pk, Decimal(10 * 3600)),
+        ("11", ChargeBasis.USED, on_use.pk, Decimal(5 * 3600)),
+        ("11", ChargeBasis.INCLUDED, reserved.pk, Decimal(5 * 3600)),
         ("12", ChargeBasis.USED, None, Decimal(3 * 3600)),
     ]
 

@@ -1,5 +1,6 @@
 """A reserved allocation covers only what it reserved: in time (the part of a job inside its
-window) — :mod:`billing.reserved_cover`, through the Slurm usage import.
+window) and in cards (at most its cards at any moment, the jobs started first) —
+:mod:`billing.reserved_cover`, through the Slurm usage import.
 
 Worked by hand. Team ``nlp``; reservation R: 4 A100, 5 Oct 2026 10:00 → 14:00 (UTC);
 rate card ``test``: A100 reserved 2.00, used 3.00 EUR per card-hour.
@@ -141,6 +142,91 @@ def test_a_part_in_an_allocation_cancelled_since_is_set_to_0(reservation):
     assert parts() == {(1, ChargeBasis.USED, None): 4, (2, ChargeBasis.USED, None): 16}
 
 
+# --- cards --------------------------------------------------------------------------------------
+# R as above (4 A100, 10:00 → 14:00). Three jobs, 10 cards at once from 11:00 to 12:00:
+#
+#   C: 2 A100, 09:00 → 12:00   D: 4 A100, 10:00 → 13:00   E: 4 A100, 11:00 → 14:30
+#
+#   09-10  C 2 (before R)                       C used 2
+#   10-11  C 2, D 4: 6 in use, R covers 4       C incl 2, D incl 2, D used 2
+#   11-12  C 2, D 4, E 4: 10 in use             C incl 2, D incl 2, D used 2, E used 4
+#   12-13  D 4, E 4                             D incl 4, E used 4
+#   13-14  E 4                                  E incl 4
+#   14-14:30  E 4 (after R)                     E used 4 × 0.5 = 2
+#
+# C: included 4, used 2 (= 2 × 3 h); D: included 8, used 4 (= 4 × 3 h); E: included 4, used 10
+# (= 4 × 3.5 h). Included 16 = R's 4 cards × 4 h; used 16 card-h × 3.00 = 48.00 EUR. By each
+# job's start, as before: C used 6, D and E included 12 + 14: 6 card-h charged, not 16.
+
+CARDS = [
+    job(3, utc(2026, 10, 5, 9), utc(2026, 10, 5, 12), {"a100": 2}),  # C
+    job(4, utc(2026, 10, 5, 10), utc(2026, 10, 5, 13), {"a100": 4}),  # D
+    job(5, utc(2026, 10, 5, 11), utc(2026, 10, 5, 14, 30), {"a100": 4}),  # E
+]
+
+
+def cards_parts(r):
+    return {
+        (3, ChargeBasis.USED, None): 2, (3, ChargeBasis.INCLUDED, r): 4,
+        (4, ChargeBasis.USED, None): 4, (4, ChargeBasis.INCLUDED, r): 8,
+        (5, ChargeBasis.USED, None): 10, (5, ChargeBasis.INCLUDED, r): 4,
+    }  # fmt: skip
+
+
+def test_a_reservation_covers_at_most_its_cards_the_jobs_started_first(reservation, team, rates):
+    usage_import_reservations(**MONTH)
+    usage_import_slurm(scheduler=Accounting(CARDS), **MONTH)
+    assert parts() == cards_parts(reservation.pk)
+    statement = statement_build(team=team, month=OCT, now=MONTH["now"])
+    assert sorted((x.basis, x.quantity, x.amount) for x in statement.lines.all()) == [
+        (ChargeBasis.RESERVED, Decimal("16.000000"), Decimal("32.00")),
+        (ChargeBasis.USED, Decimal("16.000000"), Decimal("48.00")),
+    ]
+
+
+def test_same_start_the_smaller_job_id_is_covered_first(reservation):
+    """Jobs 7 and 6, 3 A100 each, both 10:00 → 11:00: job 6 included 3, job 7 included 1 and
+    used 2."""
+    both = [job(n, utc(2026, 10, 5, 10), utc(2026, 10, 5, 11), {"a100": 3}) for n in (7, 6)]
+    usage_import_slurm(scheduler=Accounting(both), **MONTH)
+    r = reservation.pk
+    assert parts() == {(6, ChargeBasis.INCLUDED, r): 3, (7, ChargeBasis.INCLUDED, r): 1,
+                       (7, ChargeBasis.USED, None): 2}  # fmt: skip
+
+
+def test_hourly_imports_of_capped_jobs_end_as_one_import_of_the_month(reservation):
+    """Hour by hour at each hour's end, as beat runs it: the hour 14:00-15:00 reads E alone in
+    its window, and C and D beside it from accounting (E's cover 11:00-14:00 depends on them);
+    the result is one import of the month's, and importing the month again changes nothing."""
+    for hour in range(8, 16):
+        at = utc(2026, 10, 5, hour + 1)
+        usage_import_slurm(scheduler=AccountingAt(CARDS, at), start=utc(2026, 10, 5, hour),
+                           end=at, now=at)  # fmt: skip
+    assert parts() == cards_parts(reservation.pk)
+    month = usage_import_slurm(scheduler=Accounting(CARDS), **MONTH)
+    assert (month.records_created, month.records_updated) == (0, 0)
+
+
+def test_a_reservation_shrunk_by_a_reclamation_covers_its_cards_then(reservation):
+    """R shrunk from 4 to 1 card at 12:00 (a reclamation): 12-13 D included 1, used 3; 13-14 E
+    included 1, used 3. D: included 2 + 2 + 1 = 5, used 2 + 2 + 3 = 7; E: included 1, used
+    4 + 4 + 3 + 2 = 13; C as before."""
+    from pools.common.choices import IdleFindingState
+    from pools.reclamation.models import IdleFinding
+
+    at = utc(2026, 10, 5, 12)
+    IdleFinding.objects.create(allocation=reservation, first_seen_at=at, last_seen_at=at,
+                               reclaimed_at=at, state=IdleFindingState.RECLAIMED, card_count=4,
+                               cards_in_use=1, cards_reclaimed=3)  # fmt: skip
+    usage_import_slurm(scheduler=Accounting(CARDS), **MONTH)
+    r = reservation.pk
+    assert parts() == {
+        (3, ChargeBasis.USED, None): 2, (3, ChargeBasis.INCLUDED, r): 4,
+        (4, ChargeBasis.USED, None): 7, (4, ChargeBasis.INCLUDED, r): 5,
+        (5, ChargeBasis.USED, None): 13, (5, ChargeBasis.INCLUDED, r): 1,
+    }  # fmt: skip
+
+
 # --- the pure rule ------------------------------------------------------------------------------
 
 
@@ -155,3 +241,17 @@ def test_cover_splits_in_time_and_the_parts_add_up():
         (None, False): Fraction(3), (7, True): Fraction(8), (8, False): Fraction(2)}  # fmt: skip
     assert (got[(None, False)].start, got[(None, False)].end) == (utc(*day, 9), utc(*day, 15, 30))
     assert sum(p.card_seconds for p in got.values()) == 2 * Fraction(6.5) * H
+
+
+def test_cover_fills_two_reservations_in_their_order_then_the_on_use_one():
+    """R1 (id 1, 1 card) and R2 (id 2, 2 cards) and on-use U (id 3), all 10:00-11:00; jobs x
+    (3 cards, started 09:00) and y (2 cards, started 09:30), 10:00-11:00 counted: x takes R1's
+    1 and R2's 2; y finds nothing left: 2 used in U."""
+    day = (2026, 10, 5)
+    x = Use("x", (utc(*day, 9),), utc(*day, 10), utc(*day, 11), Fraction(3))
+    y = Use("y", (utc(*day, 9, 30),), utc(*day, 10), utc(*day, 11), Fraction(2))
+    window = (utc(*day, 10), utc(*day, 11))
+    got = cover([y, x], [Held(1, *window, Fraction(1)), Held(2, *window, Fraction(2))],
+                [Held(3, *window)])  # fmt: skip
+    seconds = {k: {p: v.card_seconds / H for p, v in parts.items()} for k, parts in got.items()}
+    assert seconds == {"x": {(1, True): 1, (2, True): 2}, "y": {(3, False): 2}}
