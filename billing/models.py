@@ -154,9 +154,8 @@ class UsageRecord(models.Model):
     ``allocation`` names the allocation a record belongs to: a reserved or burst record's own,
     included usage's reservation, or used usage's allocation priced on use (charged, and
     inside that allocation's held time for the idle cost; both matched by
-    :mod:`billing.reserved_cover` for Slurm jobs, cut at the allocations' edges, and by
-    :meth:`billing.services.usage_import.UsageCatalogue.covering` per Kubernetes step); a used
-    record without one ran in no allocation.
+    :mod:`billing.reserved_cover`: Slurm jobs cut at the allocations' edges, Kubernetes usage
+    per step); a used record without one ran in no allocation.
     """
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage_records")

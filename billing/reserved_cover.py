@@ -107,7 +107,7 @@ def cover(
         if not active:
             continue
         seconds = Fraction((hi - lo) // _MICROSECOND, 1_000_000)
-        for key, part, cards in _moment(active.values(), reserved, on_use, lo):
+        for key, part, cards in cover_at(active.values(), reserved, on_use, lo):
             found = out[key].get(part)
             if found is None:
                 out[key][part] = Part(cards * seconds, lo, hi)
@@ -120,11 +120,13 @@ def _in_force(held: Held, at: datetime) -> bool:
     return held.start <= at < held.end
 
 
-def _moment(
+def cover_at(
     active: Iterable[Use], reserved: Sequence[Held], on_use: Sequence[Held], at: datetime
 ) -> list[tuple[Hashable, PartKey, Fraction]]:
-    """``(use key, part, cards)`` at ``at`` of the ``active`` uses: reservations filled in
-    order of the uses' precedence, the rest used in the first on-use allocation or none."""
+    """``(use key, part, cards)`` at the instant ``at`` of the ``active`` uses (those in force
+    then): the reservations of ``reserved`` in force filled in order of the uses' precedence,
+    the rest used in the first of ``on_use`` in force, or in none. What :func:`cover` does at
+    each moment; a Kubernetes import calls it per step."""
     free = [[h.allocation_id, h.cards] for h in reserved if _in_force(h, at)]
     charged_in = next((h.allocation_id for h in on_use if _in_force(h, at)), None)
     parts = []

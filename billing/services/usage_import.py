@@ -439,33 +439,13 @@ class UsageCatalogue:
         }
         return candidates.pop() if len(candidates) == 1 else None
 
-    def covering(self, team_id: int, model_id: int, at: datetime) -> tuple[int | None, str]:
-        """``(allocation id or None, basis)`` of usage of the team's cards of ``model_id`` at
-        the instant ``at``, all of it alike (the Kubernetes import, per step). ``included`` in
-        the team's reserved allocation of that model in force at ``at`` (not charged again);
-        else ``used`` (charged), naming the team's allocation of that model priced on use in
-        force then, if any (its held time is already the pool's allocated time: the idle cost
-        does not count the usage again as used outside allocations,
-        :func:`billing.selectors._used_outside_costs`); else ``used`` in none. The Slurm import
-        cuts each job at these allocations' edges instead (:meth:`held`,
-        :mod:`billing.reserved_cover`).
-
-        In force: from the allocation's start taken to the whole second (Slurm keeps whole
-        seconds, so a job started at 12:00:05 is inside an allocation from 12:00:05.6) until its
-        end; of two in force, the first to start (:meth:`_load_reservations`' order)."""
-        reserved = _in_force(self.reserved.get((team_id, model_id), ()), at)
-        if reserved is not None:
-            return reserved[2], ChargeBasis.INCLUDED
-        on_use = _in_force(self.on_use.get((team_id, model_id), ()), at)
-        return (None if on_use is None else on_use[2]), ChargeBasis.USED
-
     def on_use_throughout(
         self, team_id: int, model_id: int, start: datetime, end: datetime
     ) -> int | None:
         """The team's allocation of ``model_id`` priced on use in force at every moment of
-        ``[start, end)``, or ``None``: the one in force at ``start`` (as :meth:`covering`
-        picks it) when it lasts until ``end``. Any earlier-started one is over by ``start``,
-        so this one is the first in force all along."""
+        ``[start, end)``, or ``None``: the first to start of those in force at ``start``, its
+        start taken to the whole second, when it lasts until ``end``. Any earlier-started one
+        is over by ``start``, so this one is the first in force all along."""
         window = _in_force(self.on_use.get((team_id, model_id), ()), start)
         return window[2] if window is not None and end <= window[1] else None
 

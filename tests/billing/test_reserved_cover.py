@@ -227,6 +227,53 @@ def test_a_reservation_shrunk_by_a_reclamation_covers_its_cards_then(reservation
     }  # fmt: skip
 
 
+# --- Kubernetes --------------------------------------------------------------------------------
+# Per 60 s step, by the same rule. Reservation R: 2 L40S, 5 Oct 10:00 → 12:00; pod p1 2 cards on
+# inf-01 09:00 → 12:00, pod p2 2 cards on inf-02 10:00 → 13:00 (each series 0 at its end):
+#   09-10  p1 2 outside R: used 2 card-h       10-12  4 cards, R covers 2: inf-01's (first in
+#   12-13  p2 2 outside R: used 2 card-h              name order) included 4, inf-02's used 4
+# 5 Oct: alloc<R> included 4 card-h = 14,400 card-s; used 2 + 4 + 2 = 8 card-h = 28,800. Before,
+# every step in R was included whatever its cards: included 8, used 4.
+
+
+def k8s_pod(name, node, cards, start, end):
+    from datetime import timedelta
+
+    from scheduler_adapters.prometheus import Sample, Series
+
+    labels = {"namespace": "team-nlp", "pod": name, "container": "main", "node": node,
+              "resource": "nvidia_com_gpu", "unit": "integer"}  # fmt: skip
+    samples, t = [], start
+    while t < end:  # every 4 min, inside the 5 min lookback: every step sees one
+        samples.append(Sample(t.timestamp(), float(cards)))
+        t += timedelta(minutes=4)
+    samples.append(Sample(end.timestamp(), 0.0))
+    return Series("kube_pod_container_resource_requests", tuple(sorted(labels.items())),
+                  tuple(samples))  # fmt: skip
+
+
+def test_kubernetes_steps_are_covered_within_the_reservations_cards(rates, infer_pool, team, l40s):
+    from factories import AllocationFactory
+
+    from billing.services.prometheus_import import usage_import_kubernetes
+    from scheduler_adapters.prometheus_fake import FakePrometheus
+
+    r = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
+                          starts_at=utc(2026, 10, 5, 10), ends_at=utc(2026, 10, 5, 12),
+                          status=AllocationStatus.ENDED)  # fmt: skip
+    pods = [k8s_pod("p1", "inf-01", 2, utc(2026, 10, 5, 9), utc(2026, 10, 5, 12)),
+            k8s_pod("p2", "inf-02", 2, utc(2026, 10, 5, 10), utc(2026, 10, 5, 13))]  # fmt: skip
+    for _ in range(2):  # the second import changes nothing
+        usage_import_kubernetes(metrics=FakePrometheus(series=pods), **MONTH)
+    rows = UsageRecord.objects.filter(source="kubernetes").order_by("source_id")
+    assert [
+        (x.source_id.rpartition(":")[2], x.basis, x.allocation_id, x.quantity) for x in rows
+    ] == [
+        (f"alloc{r.pk}", ChargeBasis.INCLUDED, r.pk, Decimal(14400)),
+        ("used", ChargeBasis.USED, None, Decimal(28800)),
+    ]
+
+
 # --- the pure rule ------------------------------------------------------------------------------
 
 
