@@ -302,3 +302,15 @@ def test_cover_fills_two_reservations_in_their_order_then_the_on_use_one():
                 [Held(3, *window)])  # fmt: skip
     seconds = {k: {p: v.card_seconds / H for p, v in parts.items()} for k, parts in got.items()}
     assert seconds == {"x": {(1, True): 1, (2, True): 2}, "y": {(3, False): 2}}
+
+
+def test_cover_counts_a_mig_slice_as_its_share_of_a_card():
+    """R (id 1) of 1 card, 10:00-11:00; x a 3g slice (3/7 of a card, started 09:00), y 1 card
+    (started 09:30), both 10:00-11:00: x included 3/7 card-h, y included 4/7 and used 3/7."""
+    day = (2026, 10, 5)
+    x = Use("x", (utc(*day, 9),), utc(*day, 10), utc(*day, 11), Fraction(3, 7))
+    y = Use("y", (utc(*day, 9, 30),), utc(*day, 10), utc(*day, 11), Fraction(1))
+    got = cover([x, y], [Held(1, utc(*day, 10), utc(*day, 11), Fraction(1))], [])
+    seconds = {k: {p: v.card_seconds / H for p, v in parts.items()} for k, parts in got.items()}
+    assert seconds == {"x": {(1, True): Fraction(3, 7)},
+                       "y": {(1, True): Fraction(4, 7), (None, False): Fraction(3, 7)}}  # fmt: skip
