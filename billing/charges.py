@@ -76,7 +76,7 @@ CARD_HOURS = "card-hours"
 CHARGED = Q(quantity__gt=0) & ~Q(basis=ChargeBasis.INCLUDED)
 #: A usage row's window columns, for :func:`pools.capacity.models.overlap_q`.
 PERIOD = ("period_start", "period_end")
-"""Records a statement charges: a quantity, and not jobs inside a reserved allocation."""
+"""Records a statement charges: a quantity, and not GPU time a reserved allocation covers."""
 STATEMENT_KEY = ("gpu_model_id", "served_model", "basis", "unit", "pool_id")
 """What a statement line is per (with the rate period and its price)."""
 

@@ -41,8 +41,9 @@ TOKEN_UNITS = (
 
 class ChargeBasis(models.TextChoices):
     """How a usage record is charged. The first three are the allocation's pricing methods;
-    ``included`` is GPU time used inside a reserved allocation, already paid by the reservation
-    (kept for showback, never charged again)."""
+    ``included`` is GPU time used inside a reserved allocation's window and within its cards
+    (:mod:`billing.reserved_cover`), already paid by the reservation (kept for showback, never
+    charged again)."""
 
     RESERVED = "reserved", "Reserved card-hours"
     # Cards an elastic allocation held above its guaranteed floor (pools/elastic/).

@@ -149,13 +149,14 @@ class UsageRecord(models.Model):
     ``(source, source_id)`` is unique, so re-importing a window changes nothing and a running
     job's record is replaced in place when it is metered again. ``quantity`` is never negative;
     a record with an unusable interval (clock skew) is kept at 0 with ``flag`` set for review.
-    ``basis`` is fixed at import: reserved (an allocation's wall time), used (jobs outside any
-    reserved allocation), tokens, or included (jobs inside a reserved allocation; not charged).
+    ``basis`` is fixed at import: reserved (an allocation's wall time), used (GPU time outside
+    what the team's reserved allocations cover), tokens, or included (GPU time a reserved
+    allocation covers: inside its window, within its cards; not charged).
     ``allocation`` names the allocation a record belongs to: a reserved or burst record's own,
     included usage's reservation, or used usage's allocation priced on use (charged, and
     inside that allocation's held time for the idle cost; both matched by
-    :meth:`billing.services.usage_import.UsageCatalogue.covering`); a used record without one
-    ran in no allocation.
+    :mod:`billing.reserved_cover`: Slurm jobs cut at the allocations' edges, Kubernetes usage
+    per step); a used record without one ran in no allocation.
     """
 
     team = models.ForeignKey(Team, on_delete=models.PROTECT, related_name="usage_records")

@@ -260,12 +260,11 @@ def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
     (:func:`billing.charges.period_sums` per GPU model: one ``GROUP BY``, not a row per job).
 
     A used record naming an allocation is usage (a Slurm job, a Kubernetes day's steps) an
-    import found inside an allocation priced on use
-    (:meth:`billing.services.usage_import.UsageCatalogue.covering`): that allocation's held
-    time is already allocated, so the usage is not counted again here — except what it and
-    the allocation's other usage ran beyond the allocation's cards at any moment (or outside
-    its window, or of an allocation no longer charged): those card-seconds ran on other cards
-    and are added (:func:`_beyond_on_use`).
+    import found inside an allocation priced on use (:mod:`billing.reserved_cover`): that
+    allocation's held time is already allocated, so the usage is not counted again here —
+    except what it and the allocation's other usage ran beyond the allocation's cards at any
+    moment (or outside its window, or of an allocation no longer charged): those card-seconds
+    ran on other cards and are added (:func:`_beyond_on_use`).
 
     Such a record names a team and a GPU model but no pool (Slurm accounting gives a partition,
     the Prometheus meter a node, and neither is kept on the record), so it is attributed by its

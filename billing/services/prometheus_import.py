@@ -15,9 +15,10 @@ environment's) and a span start when a cluster's Prometheus changed inside the d
 (``<YYYY-MM-DD>@<epoch s>``), as that module decides.
 
 Kubernetes (``source="kubernetes"``), key ``k8s:<namespace>:<model slug>:<YYYY-MM-DD>:<where>``
-where ``where`` is ``alloc<id>`` for the steps inside an allocation of the team and GPU model
-(matched per step as the Slurm import matches a job,
-:meth:`~billing.services.usage_import.UsageCatalogue.covering`: ``included`` in a reserved one,
+where ``where`` is ``alloc<id>`` for the card-seconds of the steps inside an allocation of the
+team and GPU model (matched per step by the Slurm import's rule, :mod:`billing.reserved_cover`:
+``included`` in a reserved one, within its cards — the team's cards of the model at a step
+beyond them, on the nodes last in (cluster, namespace, node) name order, are not — and
 ``used`` — charged — in one priced on use) and ``used`` for the rest:
 
 - series: ``kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}``
@@ -68,6 +69,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from typing import Protocol
 
 from django.db import transaction
@@ -77,6 +79,7 @@ from billing.choices import ChargeBasis, ShareBasis, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import UsageImport, UsageRecord
 from billing.pricing import counter_increase, local_midnight, split_at
+from billing.reserved_cover import Use, cover_at
 from billing.services.prometheus_meters import (
     LEGACY,
     ClusterKey,
@@ -320,11 +323,12 @@ def _k8s_totals(
     """Card-seconds per ``(cluster, team, model, day, span, allocation, basis)`` of the steps
     of ``cards`` (``{(namespace, node): {epoch s: cards}}``) this meter bills, the cluster the
     node's (``metering``: this Prometheus' meter and the map); each step's allocation and basis
-    those of its start (:meth:`UsageCatalogue.covering`, the Slurm import's rule)."""
+    those of its start, the team's reservations covering at most their cards
+    (:func:`_k8s_covered`, the Slurm import's rule)."""
     teams, models, catalogue = resolvers
     meter, meters = metering
     zone = billing_zone()
-    totals: dict[tuple, _Total] = defaultdict(_Total)
+    steps: dict[tuple[int, int, datetime], list[tuple]] = defaultdict(list)
     reported: set[tuple[str, str]] = set()
     for (namespace, node), points in sorted(cards.items()):
         cluster = meters.cluster_of_node(node, meter)
@@ -337,11 +341,34 @@ def _k8s_totals(
         team_id, model_id, share = charged
         # one span (no switch): the same bounds for every step, not looked up per step
         fixed = (None, None) if meters.always(cluster, meter) is not None else None
+        rank = (str(cluster), namespace, node)
         for day, a, count, seconds in _k8s_step_pieces(billed, step_s, days, zone):
-            allocation_id, basis = catalogue.covering(team_id, model_id, a)
             span = fixed or meters.span_bounds(cluster, a)
+            steps[(team_id, model_id, a)].append((rank, (cluster, day, span), count * share,
+                                                  seconds))  # fmt: skip
+    return _k8s_covered(steps, catalogue)
+
+
+def _k8s_covered(steps: dict[tuple, list[tuple]], catalogue: UsageCatalogue) -> dict:
+    """Totals as :func:`_k8s_totals` returns them from ``steps``: ``{(team, model, step piece
+    start): [(rank, (cluster, day, span), cards, seconds)]}``. At each step the team's
+    reservations of the model in force cover at most their cards (:func:`billing.
+    reserved_cover.cover_at`; the nodes first in ``rank``, (cluster, namespace, node) name
+    order, first), the rest is used in its allocation priced on use or none."""
+    held = catalogue.held({(team_id, model_id) for team_id, model_id, _ in steps})
+    totals: dict[tuple, _Total] = defaultdict(_Total)
+    for (team_id, model_id, a), entries in steps.items():
+        reserved, on_use = held[(team_id, model_id)]
+        uses = [
+            Use(i, rank, a, a + timedelta(seconds=seconds), Fraction(cards))
+            for i, (rank, _, cards, seconds) in enumerate(entries)
+        ]
+        for i, (allocation_id, included), cards in cover_at(uses, reserved, on_use, a):
+            _, (cluster, day, span), _, seconds = entries[i]
+            basis = ChargeBasis.INCLUDED if included else ChargeBasis.USED
+            card_seconds = Decimal(cards.numerator) / cards.denominator * seconds
             totals[(cluster, team_id, model_id, day, span, allocation_id, basis)].add(
-                count * share * seconds, a, a + timedelta(seconds=seconds)
+                card_seconds, a, a + timedelta(seconds=seconds)
             )
     return totals
 

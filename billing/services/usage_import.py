@@ -11,7 +11,9 @@ Keys (``source_id``):
   that month, clipped to "now" (never charged ahead);
 - Slurm: ``job:<job id>:<run start, epoch s>:<GRES type>:<YYYY-MM>`` — a requeued job's runs
   have different starts, so each run counts once; a running job is metered up to "now" and its
-  record replaced when it is seen again, finished;
+  record replaced when it is seen again, finished. That key holds the month's usage in no
+  allocation (kept at 0 when there is none); the part inside an allocation of the team and GPU
+  model is ``<that key>:alloc<allocation id>`` (:func:`usage_import_slurm`);
 - tokens: ``<idempotency key>:<unit>``.
 """
 
@@ -20,8 +22,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
 from decimal import Decimal
+from fractions import Fraction
 from typing import Any, Protocol
 
 from django.db import transaction
@@ -39,6 +42,7 @@ from billing.pricing import (
     month_of,
     split_at_months,
 )
+from billing.reserved_cover import Held, Part, PartKey, Use, cover
 from billing.services.versions import usage_months_changed
 from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
@@ -376,16 +380,50 @@ class UsageCatalogue:
         )
         self.on_use: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
         windows = {PricingMethod.RESERVED: self.reserved, PricingMethod.USED: self.on_use}
+        self._allocations: dict[int, Allocation] = {}
+        self._held: dict[tuple[int, int], tuple[list[Held], list[Held]]] = {}
         # a reservation of whole cards covers jobs on whole cards (MIG jobs are charged as used)
         for a in (
             Allocation.objects.whole_cards()
             .filter(pricing_method__in=list(windows), status__in=CHARGED_STATUSES)
-            .only("id", "team_id", "gpu_model_id", "starts_at", "ends_at", "pricing_method")
+            .only(
+                "id",
+                "team_id",
+                "gpu_model_id",
+                "starts_at",
+                "ends_at",
+                "pricing_method",
+                "card_count",
+            )  # fmt: skip
             .order_by("starts_at", "id")
         ):
             windows[a.pricing_method][(a.team_id, a.gpu_model_id)].append(
                 (a.starts_at, a.ends_at, a.id)
             )
+            self._allocations[a.id] = a
+
+    def held(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
+        """``{(team id, GPU model id): (reserved, on use)}`` for ``pairs``: the
+        :class:`~billing.reserved_cover.Held` of the team's allocations of that model
+        (:meth:`_load_reservations`' order), each from its start taken to the whole second; a
+        reservation's cards as it held them over time (reclamation,
+        :func:`pools.reclamation.card_timeline.card_pieces`). Loaded once per pair (one query
+        for the card changes of the pairs not loaded yet)."""
+        wanted = [p for p in set(pairs) if p not in self._held]
+        ids = [i for p in wanted for _, _, i in self.reserved.get(p, ())]
+        changes = card_changes(ids) if ids else {}
+        for pair in wanted:
+            reserved = []
+            for _, _, allocation_id in self.reserved.get(pair, ()):
+                a = self._allocations[allocation_id]
+                for piece in card_pieces(a, changes.get(allocation_id, ())):
+                    start = piece.start
+                    if start == a.starts_at:
+                        start = start.replace(microsecond=0)
+                    reserved.append(Held(allocation_id, start, piece.end, Fraction(piece.cards)))
+            on_use = [Held(i, s.replace(microsecond=0), e) for s, e, i in self.on_use.get(pair, ())]
+            self._held[pair] = (reserved, on_use)
+        return {p: self._held[p] for p in pairs}
 
     def gpu_model(self, gres_type: str | None, partition: str | None) -> int | None:
         """A typed GRES matches an alias exactly, else the one model of the partition's pool
@@ -402,31 +440,13 @@ class UsageCatalogue:
         }
         return candidates.pop() if len(candidates) == 1 else None
 
-    def covering(self, team_id: int, model_id: int, at: datetime) -> tuple[int | None, str]:
-        """``(allocation id or None, basis)`` of usage of the team's cards of ``model_id`` at
-        ``at``: the one rule both schedulers' imports follow (Slurm per job, Kubernetes per
-        step). ``included`` in the team's reserved allocation of that model in force at ``at``
-        (not charged again); else ``used`` (charged), naming the team's allocation of that model
-        priced on use in force then, if any (its held time is already the pool's allocated
-        time: the idle cost does not count the usage again as used outside allocations,
-        :func:`billing.selectors._used_outside_costs`); else ``used`` in none.
-
-        In force: from the allocation's start taken to the whole second (Slurm keeps whole
-        seconds, so a job started at 12:00:05 is inside an allocation from 12:00:05.6) until its
-        end; of two in force, the first to start (:meth:`_load_reservations`' order)."""
-        reserved = _in_force(self.reserved.get((team_id, model_id), ()), at)
-        if reserved is not None:
-            return reserved[2], ChargeBasis.INCLUDED
-        on_use = _in_force(self.on_use.get((team_id, model_id), ()), at)
-        return (None if on_use is None else on_use[2]), ChargeBasis.USED
-
     def on_use_throughout(
         self, team_id: int, model_id: int, start: datetime, end: datetime
     ) -> int | None:
         """The team's allocation of ``model_id`` priced on use in force at every moment of
-        ``[start, end)``, or ``None``: the one in force at ``start`` (as :meth:`covering`
-        picks it) when it lasts until ``end``. Any earlier-started one is over by ``start``,
-        so this one is the first in force all along."""
+        ``[start, end)``, or ``None``: the first to start of those in force at ``start``, its
+        start taken to the whole second, when it lasts until ``end``. Any earlier-started one
+        is over by ``start``, so this one is the first in force all along."""
         window = _in_force(self.on_use.get((team_id, model_id), ()), start)
         return window[2] if window is not None and end <= window[1] else None
 
@@ -477,10 +497,18 @@ def usage_import_slurm(
     their jobs alike.
 
     Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
-    starts, per GRES type: cards × seconds. Jobs inside a reserved allocation of the same team
-    and GPU model are recorded as ``included`` (not charged again); all others as ``used``,
-    those inside an allocation priced on use naming it (:meth:`UsageCatalogue.covering`, at
-    each month's piece's start).
+    starts, per GRES type: cards × seconds. Each month's piece is cut at the edges of the team's
+    allocations of that GPU model (:mod:`billing.reserved_cover`): its card-seconds inside a
+    reserved allocation and within its cards are ``included`` (not charged again), keyed
+    ``<piece key>:alloc<id>``; when the team's jobs of the model in force at a moment hold more
+    cards than its reservations then, the jobs started last are beyond them (read from
+    accounting beside the window when they ran outside it, :func:`_pieces_beside`, so hourly
+    imports give one import of the month's records). Card-seconds not covered inside an
+    allocation priced on use are ``used`` and name it (same key shape); the rest
+    are ``used`` in none, under the piece's own key, written even at 0 so that a record
+    imported under an earlier rule (the whole piece by its start) is corrected in place. A
+    ``…:alloc<id>`` record of a seen piece the rule no longer gives (the allocation cancelled)
+    is set to 0 (:func:`_gone_parts`).
     Problems (unknown account or GPU type, clock skew) are listed in the report; clock skew is
     also kept as a 0 record flagged for review. ``read_issues`` (lines of an accounting file
     that were rejected or noted while reading it) head the report's issues.
@@ -495,49 +523,75 @@ def usage_import_slurm(
     prefix = "" if cluster is None or cluster.from_environment else f"{cluster.slurm_cluster_name}/"
     report = ImportReport(issues=list(read_issues))
     records: list[UsageRecord] = []
+    pieces: list[_Piece] = []
     for job in jobs:
         report.jobs_seen += 1
-        records += _job_records(job, now, catalogue, zone, prefix, report)
+        found, skew = _job_pieces(job, now, catalogue, zone, prefix, report)
+        pieces += found
+        records += skew
+    beside = _pieces_beside(scheduler, pieces, catalogue, (start, end, now, zone, prefix))
+    records += _piece_records(pieces, catalogue, report, beside)
     problem = accounting_gpu_tres_problem(jobs, catalogue.gpu_partitions)
     if problem is not None:
         report.issues.insert(0, problem)
     with transaction.atomic():
+        records += _gone_parts(pieces, {r.source_id for r in records})
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.SLURM_ACCOUNTING, start, end, report)
 
 
-def _job_records(
+@dataclass(frozen=True)
+class _Piece:
+    """``cards`` of one GRES entry of one job run over one month's piece ``[start, end)``;
+    ``key`` its record's source id (:func:`_job_key`), ``rank`` the job's precedence for a
+    reservation's cards (:mod:`billing.reserved_cover`: started first, then the smaller job
+    id, then GRES key)."""
+
+    job: JobRecord
+    run_end: datetime
+    team_id: int
+    model_id: int
+    cards: Decimal
+    key: str
+    rank: tuple
+    month: date
+    start: datetime
+    end: datetime
+
+
+def _job_pieces(
     job: JobRecord,
     now: datetime,
     catalogue: UsageCatalogue,
     zone,
     prefix: str,
     report: ImportReport,
-) -> list[UsageRecord]:
-    """The records of one Slurm ``job``, metered over ``[start, end or now)`` (a running job
-    up to ``now``) in billing months of ``zone``, keys prefixed by ``prefix`` (the cluster's,
-    :func:`_job_key`). A job that cannot be metered gives none, but clock skew is reported
-    (``clock_skew``, flagged) and kept as 0 records (:func:`_skew_records`) when its account
-    is a team's and it started; a job of no team's account is reported
-    (``unknown_account``)."""
+) -> tuple[list[_Piece], list[UsageRecord]]:
+    """``(pieces, clock-skew records)`` of one Slurm ``job``, metered over ``[start, end or
+    now)`` (a running job up to ``now``) in billing months of ``zone``, keys prefixed by
+    ``prefix`` (the cluster's, :func:`_job_key`). A job that cannot be metered gives none, but
+    clock skew is reported (``clock_skew``, flagged) and kept as 0 records
+    (:func:`_skew_records`) when its account is a team's and it started; a job of no team's
+    account is reported (``unknown_account``), a GRES type of no model ``unknown_gpu_model``."""
     team_id = catalogue.accounts.get(job.account or "")
     run_end = job.end if job.end is not None else (now if job.start is not None else None)
     try:
         meter_interval(job.start, run_end)
     except UnusableInterval as problem:
         if problem.code != "clock_skew":
-            return []
+            return [], []
         report.flagged += 1
         report.issues.append({"job_id": job.job_id, "code": problem.code,
                               "detail": problem.reason})  # fmt: skip
         if team_id is not None and job.start is not None:
-            return _skew_records(job, team_id, catalogue, zone, prefix)
-        return []
+            return [], list(_skew_records(job, team_id, catalogue, zone, prefix))
+        return [], []
     if team_id is None:
         report.issues.append({"job_id": job.job_id, "code": "unknown_account",
                               "detail": f"account {job.account!r} is no team's"})  # fmt: skip
-        return []
-    records = []
+        return [], []
+    pieces = []
+    job_id = str(job.job_id)
     for key, gres_type, cards in _gpu_shares(job):
         model_id = catalogue.gpu_model(gres_type, job.partition)
         if model_id is None:
@@ -545,43 +599,143 @@ def _job_records(
                                   "detail": f"GRES type {key!r} in partition "
                                             f"{job.partition!r} matches no model"})  # fmt: skip
             continue
+        rank = (job.start, len(job_id), job_id, key or "")
         for month, piece_start, piece_end in split_at_months(job.start, run_end, zone):
-            record = _job_piece_record(job, team_id, model_id, cards, key, catalogue,
-                                       (month, piece_start, piece_end), prefix)  # fmt: skip
-            report.flagged += _flag_other_reading(record, job, run_end)
-            records.append(record)
+            pieces.append(_Piece(job, run_end, team_id, model_id, cards,
+                                 _job_key(job, key, month, prefix), rank, month, piece_start,
+                                 piece_end))  # fmt: skip
+    return pieces, []
+
+
+def _pieces_beside(
+    scheduler: AccountingSource, pieces: list[_Piece], catalogue: UsageCatalogue, read: tuple
+) -> list[_Piece]:
+    """The pieces of the jobs not read for the window that ran beside ``pieces`` while a
+    reservation of their team and model was in force: those share its cards, the earlier
+    started first, so a job's cover depends on every job in force with it
+    (:mod:`billing.reserved_cover`), and a job seen in an hour's window may have run for days.
+    ``read``: ``(window start, window end, now, zone, key prefix)``.
+
+    Read from accounting over the stretch of the pieces inside a reservation, for their teams'
+    accounts only; nothing is read when that stretch lies inside the window (its jobs were
+    read). Only the cover at the times of ``pieces`` is taken from them: their own records are
+    written when an import's window reads them."""
+    start, end, now, zone, prefix = read
+    held = catalogue.held({(p.team_id, p.model_id) for p in pieces})
+    capped = [
+        p for p in pieces
+        if any(h.start < p.end and p.start < h.end for h in held[(p.team_id, p.model_id)][0])
+    ]  # fmt: skip
+    if not capped:
+        return []
+    lo, hi = min(p.start for p in capped), max(p.end for p in capped)
+    if start <= lo and hi <= end:
+        return []
+    teams = {p.team_id for p in capped}
+    accounts = sorted(account for account, team in catalogue.accounts.items() if team in teams)
+    seen = {(p.job.job_id, p.job.start) for p in pieces}
+    quiet = ImportReport()  # their problems are reported by the imports that read them
+    beside = []
+    for job in scheduler.jobs_from_accounting(lo, hi, accounts=accounts):
+        if (job.job_id, job.start) not in seen:
+            beside += _job_pieces(job, now, catalogue, zone, prefix, quiet)[0]
+    return beside
+
+
+def _piece_records(
+    pieces: list[_Piece], catalogue: UsageCatalogue, report: ImportReport, beside=()
+) -> list[UsageRecord]:
+    """The records of ``pieces``: each cut by its team's allocations of its GPU model and
+    covered within the reservations' cards (:func:`billing.reserved_cover.cover`, over the
+    pieces of the team and model that overlap one, with those ``beside`` them:
+    :func:`_pieces_beside`, not written); flags ambiguous wall times
+    (:func:`_flag_other_reading`)."""
+    groups: dict[tuple[int, int], list[_Piece]] = defaultdict(list)
+    for piece in pieces:
+        groups[(piece.team_id, piece.model_id)].append(piece)
+    others: dict[tuple[int, int], list[_Piece]] = defaultdict(list)
+    for piece in beside:
+        others[(piece.team_id, piece.model_id)].append(piece)
+    held = catalogue.held(groups)
+    records = []
+    for pair, group in groups.items():
+        reserved, on_use = held[pair]
+        windows = [*reserved, *on_use]
+        inside = [
+            p for p in group + others.get(pair, [])
+            if any(h.start < p.end and p.start < h.end for h in windows)
+        ]  # fmt: skip
+        parts = cover(
+            [Use(p.key, p.rank, p.start, p.end, Fraction(p.cards)) for p in inside],
+            reserved,
+            on_use,
+        )
+        for piece in group:
+            for record in _part_records(piece, parts.get(piece.key)):
+                report.flagged += _flag_other_reading(record, piece.job, piece.run_end)
+                records.append(record)
     return records
 
 
-def _job_piece_record(
-    job: JobRecord,
-    team_id: int,
-    model_id: int,
-    cards: Decimal,
-    key: str | None,
-    catalogue: UsageCatalogue,
-    piece: tuple[date, datetime, datetime],
-    prefix: str,
-) -> UsageRecord:
-    """The card-seconds record of ``cards`` of one GRES entry (``key``, :func:`_gpu_shares`)
-    of ``job`` over one month's ``piece`` (``(month, start, end)``), its allocation and basis
-    those of the piece's start (:meth:`UsageCatalogue.covering`)."""
-    month, piece_start, piece_end = piece
-    piece_seconds = int((piece_end - piece_start).total_seconds())
-    allocation_id, basis = catalogue.covering(team_id, model_id, piece_start)
-    return UsageRecord(
-        team_id=team_id,
-        gpu_model_id=model_id,
-        allocation_id=allocation_id,
-        quantity=(cards * piece_seconds).quantize(Decimal("0.000001")),
-        unit=UsageUnit.CARD_SECONDS,
-        basis=basis,
-        month=month,
-        period_start=piece_start,
-        period_end=piece_end,
+def _part_records(piece: _Piece, parts: dict[PartKey, Part] | None) -> list[UsageRecord]:
+    """The card-seconds records of one ``piece`` from its ``parts`` (``None``: in no
+    allocation, all of it used): its own key for the part in no allocation (at 0, over the
+    piece, when none), ``<key>:alloc<id>`` for each allocation's, each over its stretch,
+    quantities rounded to 6 places."""
+    if parts is None:
+        parts = {(None, False): Part(Fraction(piece.cards) * _seconds(piece.start, piece.end),
+                                     piece.start, piece.end)}  # fmt: skip
+    parts.setdefault((None, False), Part(Fraction(0), piece.start, piece.end))
+    records = []
+    for (allocation_id, included), part in sorted(parts.items(), key=lambda kv: kv[0][0] or 0):
+        quantity = Decimal(part.card_seconds.numerator) / part.card_seconds.denominator
+        key = piece.key if allocation_id is None else f"{piece.key}{ALLOC}{allocation_id}"
+        records.append(
+            UsageRecord(
+                team_id=piece.team_id,
+                gpu_model_id=piece.model_id,
+                allocation_id=allocation_id,
+                quantity=quantity.quantize(Decimal("0.000001")),
+                unit=UsageUnit.CARD_SECONDS,
+                basis=ChargeBasis.INCLUDED if included else ChargeBasis.USED,
+                month=piece.month,
+                period_start=part.start,
+                period_end=part.end,
+                source=UsageSource.SLURM_ACCOUNTING,
+                source_id=key,
+            )
+        )
+    return records
+
+
+def _seconds(start: datetime, end: datetime) -> Fraction:
+    return Fraction((end - start) // timedelta(microseconds=1), 1_000_000)
+
+
+ALLOC = ":alloc"
+"""What a Slurm piece's key is followed by, then the allocation id, for its part in one."""
+
+
+def _gone_parts(pieces: list[_Piece], written: set[str]) -> list[UsageRecord]:
+    """The stored ``<piece key>:alloc<id>`` records of ``pieces`` that ``written`` (this
+    import's keys) no longer has — the allocation was cancelled, or its window moved off the
+    job — at 0, so the usage is not counted beside the piece's new records. One query."""
+    if not pieces:
+        return []
+    keys = {p.key for p in pieces}
+    stale = []
+    for row in UsageRecord.objects.filter(
         source=UsageSource.SLURM_ACCOUNTING,
-        source_id=_job_key(job, key, month, prefix),
-    )
+        team_id__in={p.team_id for p in pieces},
+        month__in={p.month for p in pieces},
+        source_id__contains=ALLOC,
+        quantity__gt=0,
+    ).order_by("id"):
+        if row.source_id in written or row.source_id.rpartition(ALLOC)[0] not in keys:
+            continue
+        row.pk, row.quantity = None, Decimal(0)
+        stale.append(row)
+    return stale
 
 
 def accounting_gpu_tres_problem(

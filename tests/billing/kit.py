@@ -35,6 +35,27 @@ class Accounting:
         return tuple(self.records)
 
 
+class AccountingAt:
+    """Accounting as slurmdbd answers at ``now``: the jobs in any state at some time of the
+    window (sacct ``-S -E``) of ``accounts`` (all: ``None``); a job not started by ``now`` is
+    not there yet, one ending after ``now`` is still running (no end)."""
+
+    def __init__(self, records, now):
+        self.records, self.now = list(records), now
+
+    def jobs_from_accounting(self, start, end, *, accounts=None):
+        seen = []
+        for r in self.records:
+            if r.start > self.now or (accounts is not None and r.account not in accounts):
+                continue
+            if r.end is not None and r.end > self.now:
+                r = job(r.job_id, r.start, None, dict(r.gpus_allocated), account=r.account,
+                        partition=r.partition)  # fmt: skip
+            if r.start <= end and (r.end is None or r.end >= start):
+                seen.append(r)
+        return tuple(seen)
+
+
 def idle_rows(month: date) -> list[tuple]:
     """The month's idle cost per pool as ``(pool slug, capacity cost, allocated cost, used
     outside allocations cost, idle cost, utilisation)``, in the selector's order."""

@@ -58,10 +58,13 @@ def on_use(rates, train_pool, team, a100):
 
 
 def _records():
+    """``(job id, basis, allocation id, card-seconds)`` of the records with usage (a job's own
+    key is kept at 0 when all of it ran inside allocations)."""
     return sorted(
-        (r.source_id.split(":")[1], r.basis, r.allocation_id, r.quantity)
-        for r in UsageRecord.objects.all()
-    )
+        ((r.source_id.split(":")[1], r.basis, r.allocation_id, r.quantity)
+         for r in UsageRecord.objects.filter(quantity__gt=0)),
+        key=lambda r: (r[0], r[2] or 0),
+    )  # fmt: skip
 
 
 def test_a_job_inside_an_on_use_allocation_is_charged_and_names_it(on_use):
@@ -86,30 +89,33 @@ def test_the_statement_charges_each_job_once(on_use, team):
 
 
 def test_reimporting_changes_nothing_and_fixes_a_month_imported_before(on_use, team):
-    """Imported again: every record unchanged. A month imported before jobs were matched to
-    allocations priced on use has job 1 without its allocation (counted outside: idle
-    11,686.00); importing the month again sets it in place (one record updated, none added),
-    the idle cost comes right and the statement stays 39.00."""
+    """Imported again: every record unchanged (job 1's own key at 0 and its part in U, job 2's).
+    A month imported before jobs were matched to allocations priced on use has job 1's 10
+    card-hours under its own key without the allocation (counted outside: idle 11,686.00);
+    importing the month again moves them to ``…:alloc<U>`` (one record updated to 0, one
+    added), the idle cost comes right and the statement stays 39.00."""
     again = usage_import_slurm(scheduler=Accounting(JOBS), **WINDOW)
-    assert (again.records_created, again.records_updated, again.records_unchanged) == (0, 0, 2)
+    assert (again.records_created, again.records_updated, again.records_unchanged) == (0, 0, 3)
 
-    UsageRecord.objects.filter(allocation=on_use).update(allocation=None)
+    UsageRecord.objects.filter(allocation=on_use).delete()
+    UsageRecord.objects.filter(source_id__startswith="job:11:").update(quantity=10 * 3600)
     assert idle_rows(OCT)[0][3:5] == (Decimal("26.00"), Decimal("11686.00"))
     before = statement_build(team=team, month=OCT, now=WINDOW["now"]).total_amount
 
     fixed = usage_import_slurm(scheduler=Accounting(JOBS), **WINDOW)
-    assert (fixed.records_created, fixed.records_updated, fixed.records_unchanged) == (0, 1, 1)
-    assert _records()[0][:3] == ("11", ChargeBasis.USED, on_use.pk)
+    assert (fixed.records_created, fixed.records_updated, fixed.records_unchanged) == (1, 1, 1)
+    assert _records()[0] == ("11", ChargeBasis.USED, on_use.pk, Decimal(10 * 3600))
     assert idle_rows(OCT)[0][3:5] == (Decimal("6.00"), Decimal("11706.00"))
     after = statement_build(team=team, month=OCT, now=WINDOW["now"]).total_amount
     assert before == after == Decimal("39.00")
 
 
-def test_a_reserved_allocation_in_force_at_the_same_time_still_includes_the_job(
+def test_a_reserved_allocation_in_force_at_the_same_time_covers_its_cards_only(
     on_use, team, train_pool, a100
 ):
-    """Team ``nlp`` also holds a reserved allocation R of 1 A100 over 1 → 10 Oct: job 1 (5 Oct)
-    is included in R (not charged), as before, rather than charged inside U."""
+    """Team ``nlp`` also holds a reserved allocation R of 1 A100 over 1 → 10 Oct: of job 1's
+    2 cards (5 Oct 10:00 → 15:00) R covers 1, included 1 × 5 = 5 card-hours (not charged);
+    the other card is charged inside U, 5 card-hours used naming it."""
     from factories import AllocationFactory
 
     reserved = AllocationFactory(
@@ -118,7 +124,8 @@ def test_a_reserved_allocation_in_force_at_the_same_time_still_includes_the_job(
     )  # fmt: skip
     usage_import_slurm(scheduler=Accounting(JOBS), **WINDOW)
     assert _records() == [
-        ("11", ChargeBasis.INCLUDED, reserved.pk, Decimal(10 * 3600)),
+        ("11", ChargeBasis.USED, on_use.pk, Decimal(5 * 3600)),
+        ("11", ChargeBasis.INCLUDED, reserved.pk, Decimal(5 * 3600)),
         ("12", ChargeBasis.USED, None, Decimal(3 * 3600)),
     ]
 
@@ -141,6 +148,7 @@ def test_a_job_not_inside_the_allocation_names_none(on_use, other, l40s):
     usage_import_slurm(scheduler=Accounting([outside]), **WINDOW)
     record = UsageRecord.objects.get(source_id__contains=":13:")
     assert (record.basis, record.allocation_id) == (ChargeBasis.USED, None)
+    assert record.quantity == 2 * 5 * 3600
 
 
 def test_a_pool_scoped_reading_counts_the_used_hours_charged_inside_its_allocation(on_use, team):
@@ -163,6 +171,8 @@ def test_what_jobs_use_beyond_the_allocations_cards_is_used_outside(on_use, team
     - job 14: 2 A100, 6 Oct 22:00 → 7 Oct 02:00: 2 h inside U, then 2 h after it ended:
       2 × 2 = 4 card-hours beyond.
 
+    Job 14's 2 h after U are its own record, in no allocation; job 13's hour beyond U's cards
+    is inside U's window, so it names U (the idle cost finds it beyond the cards).
     Used outside allocations: job 2's 3 + 2 + 4 = 9 card-hours × 2.00 = 18.00; idle
     11,904.00 − 192.00 − 18.00 = 11,694.00; utilisation 210.00 / 11,904.00 = 1.76 % → 1.8.
     Charged: 3 + 10 + 2 + 8 = 23 used card-hours × 3.00 = 69.00."""
@@ -171,10 +181,13 @@ def test_what_jobs_use_beyond_the_allocations_cards_is_used_outside(on_use, team
         job(14, utc(2026, 10, 6, 22), utc(2026, 10, 7, 2), {"a100": 2}),
     ]
     usage_import_slurm(scheduler=Accounting(JOBS + more), **WINDOW)
-    assert [r[:3] for r in _records()] == [
-        ("11", ChargeBasis.USED, on_use.pk), ("12", ChargeBasis.USED, None),
-        ("13", ChargeBasis.USED, on_use.pk), ("14", ChargeBasis.USED, on_use.pk),
-    ]  # fmt: skip
+    assert _records() == [
+        ("11", ChargeBasis.USED, on_use.pk, Decimal(10 * 3600)),
+        ("12", ChargeBasis.USED, None, Decimal(3 * 3600)),
+        ("13", ChargeBasis.USED, on_use.pk, Decimal(2 * 3600)),
+        ("14", ChargeBasis.USED, None, Decimal(2 * 2 * 3600)),
+        ("14", ChargeBasis.USED, on_use.pk, Decimal(2 * 2 * 3600)),
+    ]
     assert idle_rows(OCT) == [
         ("train", Decimal("11904.00"), Decimal("192.00"), Decimal("18.00"), Decimal("11694.00"),
          Decimal("1.8")),
