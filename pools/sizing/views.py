@@ -356,8 +356,6 @@ def sizing_page(request):
     query answers the rows as CSV."""
     posted = request.method == "POST"
     data = request.POST if posted else request.GET
-    if "inputs" in data:  # the CSV form of a pasted config.json: the form's fields in one
-        data = QueryDict(data["inputs"])
     form = _form_values(data, link=not posted and not request.htmx)
     results = errors = None
     try:
@@ -380,10 +378,10 @@ def sizing_page(request):
         "results": _decorate(results) if results else None,
         "errors": errors,
         "query": query or "",
-        # no address holds a pasted config.json: the CSV is asked for by POST with the form's
-        # fields (in one field, not to repeat the form's names in the page), and the page
-        # says how to share it
-        "csv_inputs": _without(data, "csrfmiddlewaretoken", "export") if query is None else None,
+        # no address holds a pasted config.json: the CSV is asked for by POST, the page's script
+        # adding the form's fields as it is sent (static/js/sizing.js), and the page says how to
+        # share it. The fragment never carries the config back: a 3 MB paste was 3 MB a preview.
+        "csv_by_post": query is None,
     }
     template = "pools/sizing/sizing.html"
     response = render(request, f"{template}#results" if request.htmx else template, context)
