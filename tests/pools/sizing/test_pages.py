@@ -620,6 +620,24 @@ def test_a_preview_does_not_send_a_pasted_config_back(fleet, member_page):
     assert "kv_a_proj_with_mqa" not in previews[0]  # nor the short config's own module names
 
 
+def test_a_pasted_null_is_one_refusal_of_the_config_json(fleet, member_page):
+    """A pasted ``null`` was eight refusals, one per architecture field, each naming the
+    field's internal name ("num_layers is required for a custom architecture ...")."""
+    inputs = {**QWEN_72B, "model": "custom", "custom_model.config": "null"}
+
+    html = _htmx(member_page, "/sizing/", inputs, method="post").content.decode()
+
+    errors = re.findall(r'<li data-field="([^"]*)">(.*?)</li>', html)
+    assert errors == [
+        (
+            "custom_model.config",
+            "<strong>config.json (custom architecture)</strong>: a config.json must be a JSON "
+            "object of the model&#x27;s fields ({&quot;num_hidden_layers&quot;: …, "
+            "&quot;hidden_size&quot;: …, …}), not null",
+        )
+    ]
+
+
 def test_a_load_kind_edited_into_an_address_is_refused_in_the_pages_words(fleet, member_page):
     response = member_page.get("/sizing/?model=llama3_70b&demand_kind=foo")
 
