@@ -239,12 +239,24 @@ def _initial_form() -> dict:
     return form
 
 
+def _names_an_input(data: QueryDict) -> bool:
+    """Whether the query names any of the form's inputs: a scalar, the GPU models, the free
+    capacity switch, a price or a custom-architecture field."""
+    return any(
+        key in SCALAR_INPUTS
+        or key in ("gpu_models", "only_free_capacity")
+        or key.startswith(("prices.", "custom_model."))
+        for key in data
+    )
+
+
 def _form_values(data: QueryDict | None, *, link: bool = False) -> dict:
     """The inputs the page shows: the defaults when the query names none; else the query's.
     ``link`` (the page opened from an address, not the form's own htmx request): inputs the
     query leaves out keep their defaults, so ``?model=qwen3_30b_a3b&precision=NVFP4`` sizes that
-    model at the page's lengths and load instead of asking for every field."""
-    if not data or not any(key in data for key in SCALAR_INPUTS):
+    model at the page's lengths and load instead of asking for every field, and
+    ``?gpu_models=h100_sxm`` sizes the page's model on H100 SXM alone."""
+    if not data or not _names_an_input(data):
         return _initial_form()
     raw = _raw_inputs(data)
     if link:

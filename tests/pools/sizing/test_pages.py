@@ -450,6 +450,33 @@ def test_a_link_naming_some_inputs_keeps_the_defaults_for_the_rest(fleet, member
     assert "<strong>Input tokens</strong>: This field is required." in partial.content.decode()
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["gpu_models=h100_sxm", "gpu_models=h100_sxm&gpu_models=l40s", "only_free_capacity=on"],
+)
+def test_a_link_naming_only_gpu_models_or_the_free_switch_is_not_ignored(fleet, member_page, query):
+    """``/sizing/?gpu_models=h100_sxm`` opened the page with every GPU model, as if the query
+    named nothing: only the form's scalar inputs counted as named. The GPU models (and the
+    free-capacity switch) are inputs like them; the rest keep the page's defaults."""
+    response = member_page.get(f"/sizing/?{query}")
+
+    html = response.content.decode()
+    assert "Fix these inputs" not in html
+    assert re.search(r'option value="qwen2_5_72b" data-config="[^"]*" selected', html)
+    assert re.search(r'name="output_tok_s"[^>]*value="2000"', html)  # the page's default
+    named = parse_qs(query)
+    if "gpu_models" in named:
+        gpu_rows = re.findall(r'<tr class="[^"]*" data-gpu="([^"]+)"', html)
+        assert sorted(gpu_rows) == sorted(named["gpu_models"])
+        assert f"{len(named['gpu_models'])} chosen" in html
+        for slug in named["gpu_models"]:
+            assert f'name="gpu_models" value="{slug}" checked' in html
+    else:  # the fleet's inference pool has free L40S and A100 80GB PCIe cards
+        assert 'name="only_free_capacity" checked' in html
+        gpu_rows = re.findall(r'<tr class="[^"]*" data-gpu="([^"]+)"', html)
+        assert sorted(gpu_rows) == ["a100_80g_pcie", "l40s"]
+
+
 def _reserved_price(slug: str, price: str) -> None:
     """A rate card from 2020 with one reserved card-hour price, in EUR."""
     from datetime import date
