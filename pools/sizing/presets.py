@@ -612,8 +612,8 @@ def hf_kv_cache_dtype(config: Any) -> str | None:
             continue
         if str(algo).upper() not in _KV_QUANT_ALGOS:
             raise SizingInputError(
-                f"the checkpoint's KV cache is {algo!r}, which this sizing model cannot cost "
-                f"(it knows {', '.join(_KV_QUANT_ALGOS)} and 16-bit)",
+                f"the checkpoint's KV cache is {_as_json(algo)}, which this sizing model "
+                f"cannot cost (it knows {', '.join(_KV_QUANT_ALGOS)} and 16-bit)",
                 reason="unsupported_architecture",
                 field="config",
             )
@@ -626,9 +626,7 @@ def _language_config(config: Any) -> tuple[str, Mapping[str, Any]]:
     ``text_config`` with the outer ``model_type`` and ``tie_word_embeddings`` as defaults.
     Raises :class:`SizingInputError` ``not_an_object`` when ``config`` is no mapping."""
     if not isinstance(config, Mapping):
-        raise SizingInputError(
-            "a config.json must be a JSON object", reason="not_an_object", field="config"
-        )
+        raise _config_not_an_object(config)
     name = str(_first(config, "_name_or_path") or "")
     if isinstance(config.get("text_config"), Mapping):
         outer = config
@@ -638,13 +636,33 @@ def _language_config(config: Any) -> tuple[str, Mapping[str, Any]]:
     return name, config
 
 
+def _as_json(value: Any) -> str:
+    """``value`` as the config.json spells it (``true``, ``"4096"``, ``null``), not as Python
+    does (``True``, ``'4096'``, ``None``): what the user pasted is quoted back in its words."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _config_not_an_object(config: Any) -> SizingInputError:
+    """The refusal of a config.json that is valid JSON but no object (``null``, a list, a
+    number): said as what a config.json is, not as the fields a ``null`` leaves missing
+    (``num_layers is required …`` eight times)."""
+    example = '{"num_hidden_layers": …, "hidden_size": …, …}'
+    return SizingInputError(
+        f"a config.json must be a JSON object of the model's fields ({example}), not "
+        f"{_shortened(_as_json(config))}",
+        reason="not_an_object",
+        field="config",
+    )
+
+
 def _check_attention_only(config: Mapping[str, Any], model_type: str) -> None:
     """Raises :class:`SizingInputError` ``unsupported_architecture`` for a ``model_type`` of
     :data:`UNSUPPORTED_MODEL_TYPES` or ``layer_types`` other than attention layers."""
     if model_type in UNSUPPORTED_MODEL_TYPES:
         raise SizingInputError(
-            f"model_type {model_type!r} has {UNSUPPORTED_MODEL_TYPES[model_type]}, which this "
-            "sizing model cannot cost (it counts attention KV caches and weight streams)",
+            f"model_type {_as_json(config['model_type'])} has "
+            f"{UNSUPPORTED_MODEL_TYPES[model_type]}, which this sizing model cannot cost (it "
+            "counts attention KV caches and weight streams)",
             reason="unsupported_architecture",
             field="config",
         )
@@ -689,7 +707,7 @@ def _check_whole_numbers(config: Mapping[str, Any]) -> None:
     add them to numbers (``"128" + 64`` was a TypeError, a 500, before anything was written).
     A 0 the architecture cannot use is the arch's own error later."""
     wrong = [
-        f"{key} is {_shortened(repr(config[key]))}"
+        f"{key} is {_shortened(_as_json(config[key]))}"
         for key in _HF_COUNT_KEYS
         if config.get(key) is not None
         and (
@@ -858,7 +876,9 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
     Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
-    text, or text nested deeper than 64 levels; the config reader's errors; ``missing`` (field
+    text, or text nested deeper than 64 levels; ``not_an_object`` (field ``config``) for config
+    text that is JSON but no object (``null`` included: not read as "no config"); the config
+    reader's errors; ``missing`` (field
     named) for a required field that neither gives; ``inconsistent`` with ``errors``
     ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
     first of them).
@@ -877,6 +897,8 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
             raise SizingInputError(
                 f"the config.json is not valid JSON: {exc}", reason="invalid_json", field="config"
             ) from None
+        if not isinstance(config, Mapping):  # pasted null: no config, and no fields either
+            raise _config_not_an_object(config)
     if config is not None:
         fields.update(
             {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}

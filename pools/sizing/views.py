@@ -239,12 +239,24 @@ def _initial_form() -> dict:
     return form
 
 
+def _names_an_input(data: QueryDict) -> bool:
+    """Whether the query names any of the form's inputs: a scalar, the GPU models, the free
+    capacity switch, a price or a custom-architecture field."""
+    return any(
+        key in SCALAR_INPUTS
+        or key in ("gpu_models", "only_free_capacity")
+        or key.startswith(("prices.", "custom_model."))
+        for key in data
+    )
+
+
 def _form_values(data: QueryDict | None, *, link: bool = False) -> dict:
     """The inputs the page shows: the defaults when the query names none; else the query's.
     ``link`` (the page opened from an address, not the form's own htmx request): inputs the
     query leaves out keep their defaults, so ``?model=qwen3_30b_a3b&precision=NVFP4`` sizes that
-    model at the page's lengths and load instead of asking for every field."""
-    if not data or not any(key in data for key in SCALAR_INPUTS):
+    model at the page's lengths and load instead of asking for every field, and
+    ``?gpu_models=h100_sxm`` sizes the page's model on H100 SXM alone."""
+    if not data or not _names_an_input(data):
         return _initial_form()
     raw = _raw_inputs(data)
     if link:
@@ -356,8 +368,6 @@ def sizing_page(request):
     query answers the rows as CSV."""
     posted = request.method == "POST"
     data = request.POST if posted else request.GET
-    if "inputs" in data:  # the CSV form of a pasted config.json: the form's fields in one
-        data = QueryDict(data["inputs"])
     form = _form_values(data, link=not posted and not request.htmx)
     results = errors = None
     try:
@@ -380,10 +390,10 @@ def sizing_page(request):
         "results": _decorate(results) if results else None,
         "errors": errors,
         "query": query or "",
-        # no address holds a pasted config.json: the CSV is asked for by POST with the form's
-        # fields (in one field, not to repeat the form's names in the page), and the page
-        # says how to share it
-        "csv_inputs": _without(data, "csrfmiddlewaretoken", "export") if query is None else None,
+        # no address holds a pasted config.json: the CSV is asked for by POST, the page's script
+        # adding the form's fields as it is sent (static/js/sizing.js), and the page says how to
+        # share it. The fragment never carries the config back: a 3 MB paste was 3 MB a preview.
+        "csv_by_post": query is None,
     }
     template = "pools/sizing/sizing.html"
     response = render(request, f"{template}#results" if request.htmx else template, context)

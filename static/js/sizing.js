@@ -150,6 +150,14 @@
     },
     true
   );
+  // The results' "Export CSV" of a pasted config.json (no address holds one) posts the form's
+  // fields, added here as it is sent: the results do not carry the config back with them (a
+  // 3 MB paste made every preview 3 MB longer).
+  document.addEventListener("formdata", (event) => {
+    const form = document.getElementById("sizing-form");
+    if (event.target.id !== "csv-by-post" || !form) return;
+    new FormData(form).forEach((value, name) => event.formData.append(name, value));
+  });
   document.addEventListener("htmx:afterSettle", () => {
     markInvalid();
     drawChart();

@@ -5,7 +5,10 @@ the L40S TP 4 option needs more cards than the pool has free)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import re
+from pathlib import Path
 
 import pytest
 from factories import TeamFactory, inference_fleet
@@ -517,6 +520,12 @@ def test_a_pasted_config_json_over_5000_bytes_is_sized_in_place(signed_in, live_
     expect(page.locator("#config-not-in-address")).to_be_visible()
     assert page.url == shared
     assert page.evaluate("document.documentElement.scrollWidth") <= width
+    # its CSV is posted with the form's fields, which the results no longer carry themselves
+    with page.expect_download() as download:
+        page.locator("#csv-by-post button").click()
+    rows = list(csv.DictReader(io.StringIO(Path(download.value.path()).read_text())))
+    # DeepSeek-V3's 671,026,404,352 parameters at the page's BF16: 2 B each
+    assert {row["weights_bytes"] for row in rows} - {""} == {str(671_026_404_352 * 2)}
 
 
 def test_a_preview_the_portal_refuses_or_never_gets_says_so(signed_in, live_server):

@@ -141,6 +141,8 @@ def test_layers_that_cannot_be_costed_say_so(config):
 
     assert caught.value.data == {"reason": "unsupported_architecture", "field": "config"}
     assert "cannot cost" in caught.value.message
+    if config.get("model_type") != QWEN3_30B_A3B["model_type"]:  # quoted as the JSON spells it
+        assert caught.value.message.startswith(f'model_type "{config["model_type"]}" has ')
 
 
 def test_a_config_missing_a_required_key_names_it():
@@ -254,3 +256,4 @@ def test_a_kv_cache_the_model_cannot_cost_is_refused():
         "unsupported_architecture",
         "config",
     )
+    assert error.value.message.startswith('the checkpoint\'s KV cache is "NVFP4", which ')

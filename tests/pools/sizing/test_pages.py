@@ -7,7 +7,6 @@ import csv
 import io
 import json
 import re
-from html import unescape
 from urllib.parse import parse_qs, urlencode
 
 import pytest
@@ -451,6 +450,33 @@ def test_a_link_naming_some_inputs_keeps_the_defaults_for_the_rest(fleet, member
     assert "<strong>Input tokens</strong>: This field is required." in partial.content.decode()
 
 
+@pytest.mark.parametrize(
+    "query",
+    ["gpu_models=h100_sxm", "gpu_models=h100_sxm&gpu_models=l40s", "only_free_capacity=on"],
+)
+def test_a_link_naming_only_gpu_models_or_the_free_switch_is_not_ignored(fleet, member_page, query):
+    """``/sizing/?gpu_models=h100_sxm`` opened the page with every GPU model, as if the query
+    named nothing: only the form's scalar inputs counted as named. The GPU models (and the
+    free-capacity switch) are inputs like them; the rest keep the page's defaults."""
+    response = member_page.get(f"/sizing/?{query}")
+
+    html = response.content.decode()
+    assert "Fix these inputs" not in html
+    assert re.search(r'option value="qwen2_5_72b" data-config="[^"]*" selected', html)
+    assert re.search(r'name="output_tok_s"[^>]*value="2000"', html)  # the page's default
+    named = parse_qs(query)
+    if "gpu_models" in named:
+        gpu_rows = re.findall(r'<tr class="[^"]*" data-gpu="([^"]+)"', html)
+        assert sorted(gpu_rows) == sorted(named["gpu_models"])
+        assert f"{len(named['gpu_models'])} chosen" in html
+        for slug in named["gpu_models"]:
+            assert f'name="gpu_models" value="{slug}" checked' in html
+    else:  # the fleet's inference pool has free L40S and A100 80GB PCIe cards
+        assert 'name="only_free_capacity" checked' in html
+        gpu_rows = re.findall(r'<tr class="[^"]*" data-gpu="([^"]+)"', html)
+        assert sorted(gpu_rows) == ["a100_80g_pcie", "l40s"]
+
+
 def _reserved_price(slug: str, price: str) -> None:
     """A rate card from 2020 with one reserved card-hour price, in EUR."""
     from datetime import date
@@ -568,8 +594,9 @@ def test_a_posted_preview_puts_its_fields_in_the_address_to_share(fleet, member_
 
 
 def test_the_csv_of_a_pasted_config_is_asked_for_by_post(fleet, member_page):
-    """No address holds the config, so the results' "Export CSV" is a form posting the fields;
-    its CSV sizes the pasted model: DeepSeek-V3 at BF16 is 671,026,404,352 x 2 B of weights."""
+    """No address holds the config, so the results' "Export CSV" is a form posting the fields
+    (the page's script adds the form's fields as it is sent); its CSV sizes the pasted model:
+    DeepSeek-V3 at BF16 is 671,026,404,352 x 2 B of weights."""
     from sizing_support import deepseek_v3_config_text
 
     inputs = {
@@ -579,16 +606,63 @@ def test_the_csv_of_a_pasted_config_is_asked_for_by_post(fleet, member_page):
         "custom_model.config": deepseek_v3_config_text(),
     }
     preview = _htmx(member_page, "/sizing/", inputs, method="post").content.decode()
-    assert '<form method="post" action="?export=csv"' in preview
-    field = re.search(r'<input type="hidden" name="inputs" value="([^"]*)">', preview)[1]
-    assert parse_qs(unescape(field)) == {key: [value] for key, value in inputs.items()}
+    assert '<form method="post" action="?export=csv" id="csv-by-post"' in preview
 
-    response = member_page.post("/sizing/?export=csv", {"inputs": unescape(field)})
+    response = member_page.post("/sizing/?export=csv", inputs)
 
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
     assert len(rows) == 41  # every catalogue model; those that cannot hold it have no figures
     assert {row["weights_bytes"] for row in rows} - {""} == {str(671_026_404_352 * 2)}
+
+
+def test_a_preview_does_not_send_a_pasted_config_back(fleet, member_page):
+    """The results fragment carried the whole form, the pasted config.json with it, in a hidden
+    field for its CSV form: a config.json padded to 1 MB (DeepSeek-V3's, its list of modules
+    left unquantized 20,000 names longer, which the sizing does not read) made each preview
+    over 1 MB longer, on every keystroke. The two previews size the same model, so they are as
+    long as each other (the CSRF token's length is fixed) and hold none of the config."""
+    from sizing_support import deepseek_v3_config_text
+
+    config = json.loads(deepseek_v3_config_text())
+    short = json.dumps(config, indent=2)
+    padding = [f"model.layers.{i % 61}.mlp.experts.{i}.down_proj" for i in range(20_000)]
+    config["quantization_config"]["modules_to_not_convert"] += padding
+    padded = json.dumps(config, indent=2)
+    assert len(padded.encode()) - len(short.encode()) > 1_000_000
+
+    previews = [
+        _htmx(
+            member_page,
+            "/sizing/",
+            {**QWEN_72B, "model": "custom", "custom_model.config": text},
+            method="post",
+        ).content.decode()
+        for text in (short, padded)
+    ]
+
+    assert "Fix these inputs" not in previews[1]
+    assert len(previews[1].encode()) == len(previews[0].encode())
+    assert "mlp.experts.19999.down_proj" not in previews[1]
+    assert "kv_a_proj_with_mqa" not in previews[0]  # nor the short config's own module names
+
+
+def test_a_pasted_null_is_one_refusal_of_the_config_json(fleet, member_page):
+    """A pasted ``null`` was eight refusals, one per architecture field, each naming the
+    field's internal name ("num_layers is required for a custom architecture ...")."""
+    inputs = {**QWEN_72B, "model": "custom", "custom_model.config": "null"}
+
+    html = _htmx(member_page, "/sizing/", inputs, method="post").content.decode()
+
+    errors = re.findall(r'<li data-field="([^"]*)">(.*?)</li>', html)
+    assert errors == [
+        (
+            "custom_model.config",
+            "<strong>config.json (custom architecture)</strong>: a config.json must be a JSON "
+            "object of the model&#x27;s fields ({&quot;num_hidden_layers&quot;: …, "
+            "&quot;hidden_size&quot;: …, …}), not null",
+        )
+    ]
 
 
 def test_a_load_kind_edited_into_an_address_is_refused_in_the_pages_words(fleet, member_page):

@@ -8,6 +8,7 @@ The issue's "Done when" case: Qwen2.5-72B for 2,000 output tok/s on the demo fle
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import timedelta
 from decimal import Decimal
@@ -738,19 +739,19 @@ LLAMA3_8B_CONFIG = {
     ("override", "key", "given"),
     [
         ({"intermediate_size": [1, 2]}, "intermediate_size", "[1, 2]"),
-        ({"num_hidden_layers": "32"}, "num_hidden_layers", "'32'"),
-        ({"hidden_size": "4096"}, "hidden_size", "'4096'"),
+        ({"num_hidden_layers": "32"}, "num_hidden_layers", '"32"'),
+        ({"hidden_size": "4096"}, "hidden_size", '"4096"'),
         ({"hidden_size": 4096.5}, "hidden_size", "4096.5"),
-        ({"vocab_size": True}, "vocab_size", "True"),
+        ({"vocab_size": True}, "vocab_size", "true"),
         (
             {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "qk_nope_head_dim": "128"},
             "qk_nope_head_dim",
-            "'128'",
+            '"128"',
         ),
         (
             {"kv_lora_rank": 512, "qk_rope_head_dim": 64, "q_lora_rank": {"x": 1}},
             "q_lora_rank",
-            "{'x': 1}",
+            '{"x": 1}',
         ),
     ],
 )
@@ -758,7 +759,8 @@ def test_a_config_json_count_that_is_not_a_whole_number_is_refused_by_its_key(ov
     """Found by hand (newcomer probe of /sizing/): a pasted config.json whose count was a list
     or a string reached the parameter count (``3 * hidden * [1, 2]``, ``"32" * layer``), whose
     TypeError was the page's 500; a string hidden size was reported as a missing head_dim. The
-    config's one count rule names the key and what it holds, and nothing else is reported."""
+    config's one count rule names the key and what it holds, as the config.json spells it
+    (``true``, ``"4096"``; it was Python's ``True``, ``'4096'``), and nothing else is reported."""
     config = {**LLAMA3_8B_CONFIG, **override}
 
     with pytest.raises(InvalidInput) as caught:
@@ -768,6 +770,53 @@ def test_a_config_json_count_that_is_not_a_whole_number_is_refused_by_its_key(ov
         "custom_model.config": f"the config.json's {key} is {given}: each must be a whole "
         "number from 0 to 10,000,000,000,000"
     }
+
+
+def test_pasted_json_counts_are_quoted_as_the_user_wrote_them():
+    """The same rule on the text the page posts: ``true`` and ``"4096"`` as pasted, two keys
+    at fault named in one message, in the order the reader checks them."""
+    text = json.dumps({**LLAMA3_8B_CONFIG, "num_hidden_layers": True, "hidden_size": "4096"})
+
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": text}})
+
+    assert caught.value.data["errors"] == {
+        "custom_model.config": "the config.json's num_hidden_layers is true; hidden_size is "
+        '"4096": each must be a whole number from 0 to 10,000,000,000,000'
+    }
+
+
+NOT_AN_OBJECT = (
+    "a config.json must be a JSON object of the model's fields "
+    '({"num_hidden_layers": …, "hidden_size": …, …}), not '
+)
+
+
+@pytest.mark.parametrize(
+    ("pasted", "shown"),
+    [("null", "null"), (" [1, 2] ", "[1, 2]"), ('"config"', '"config"'), ("4096", "4096"),
+     ("false", "false")],
+)  # fmt: skip
+def test_pasted_json_that_is_no_object_is_refused_in_users_words(pasted, shown):
+    """A pasted ``null`` was read as no config at all: eight refusals naming the form's
+    internal fields ("num_layers is required for a custom architecture ..."). Any JSON that is
+    no object now gets one refusal of the config.json, saying what it must be."""
+    with pytest.raises(InvalidInput) as caught:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": pasted}})
+
+    assert caught.value.data["errors"] == {"custom_model.config": NOT_AN_OBJECT + shown}
+
+
+def test_an_api_config_that_is_no_object_is_refused_alike_and_null_means_none():
+    """Through the API the config may be the object itself: a list is refused with the same
+    words; ``null`` there is "no config given", so the custom fields are asked for."""
+    with pytest.raises(InvalidInput) as listed:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": [1, 2]}})
+    with pytest.raises(InvalidInput) as absent:
+        sizing_inputs_clean({**QWEN_72B, "model": "custom", "custom_model": {"config": None}})
+
+    assert listed.value.data["errors"] == {"custom_model.config": NOT_AN_OBJECT + "[1, 2]"}
+    assert "custom_model.num_layers" in absent.value.data["errors"]
 
 
 def test_a_config_json_with_zero_kv_heads_is_refused_not_read_as_multi_head():
