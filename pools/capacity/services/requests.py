@@ -73,6 +73,7 @@ from pools.common.errors import (
     InsufficientCapacity,
     InvalidInput,
     InvalidTransition,
+    PermissionDenied,
 )
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
@@ -1209,6 +1210,18 @@ def capacity_request_cancel(
         allocation = _cancel_allocation(request, actor)
         _cancel_record(request, allocation, actor, reason)
     return request
+
+
+def capacity_request_may_cancel(*, request: CapacityRequest, actor: Any) -> bool:
+    """Whether :func:`capacity_request_cancel` would cancel ``request`` for ``actor`` now: the
+    same checks (who asks, and the request's and its allocation's status), read without a lock
+    and written nowhere. The request page offers *Cancel this request* exactly then."""
+    try:
+        require_member(actor, request.team)
+        _cancel_allocation(request, actor)
+    except (InvalidTransition, PermissionDenied):
+        return False
+    return True
 
 
 def _cancel_allocation(request: CapacityRequest, actor: Any) -> Allocation | None:
