@@ -5,6 +5,7 @@ digest opt-in and "run the advisor now". Thin: services and selectors do the wor
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -26,10 +27,16 @@ from pools.advisor.services import (
     allocation_undecided,
 )
 from pools.capacity.selectors import allocation_list
+from pools.common import errors as domain_errors
 from pools.common.errors import DomainError
 from pools.jobs import ADVISOR_PASS, enqueue
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import may_administer_pools, may_release, may_see_team
+from pools.tenancy.permissions import (
+    may_administer_pools,
+    may_release,
+    may_see_team,
+    require_manager,
+)
 from pools.tenancy.selectors import managed_team_list
 from pools.web.pages import Column, UrlOfId, filtered_list, pool_admin_required, redirect_back
 
@@ -146,6 +153,10 @@ def finding_action(request, pk: int, action: str):
     finding = selectors.finding_list(user=request.user).filter(pk=pk).first()
     if finding is None:
         raise Http404("No such finding.")
+    try:  # who may act is decided before the reason is read, as in the API
+        require_manager(request.user, finding.team)
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     form = TriageForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Say why: a reason is required (at most 1,000 characters).")

@@ -262,3 +262,30 @@ def test_ordering_by_severity_is_by_how_severe_not_by_name(admin_api, admin_page
     assert [r["severity"] for r in rows] == ["critical", "warning", "info"]
     page = admin_page.get("/advisor/", {"ordering": "-severity"}).content.decode()
     assert page.index(f"/advisor/{ids['critical']}/") < page.index(f"/advisor/{ids['info']}/")
+
+
+@pytest.mark.parametrize("action", ["acknowledge", "mute", "unmute"])
+@pytest.mark.parametrize("body", [{}, {"reason": ""}, {"reason": "x" * 1001}, {"reason": "ok"}])
+def test_a_member_is_refused_triage_whatever_the_body(api_as, team_member, findings, action, body):
+    """Who may act is decided before the body is read: 403, never the 400 of a missing or
+    too long reason, and the finding unchanged."""
+    mine, _ = findings
+    url = f"/api/v1/advisor/findings/{mine.pk}/{action}/"
+
+    response = api_as(team_member).post(url, body, format="json")
+
+    assert response.status_code == 403
+    assert response.json()["code"] == "permission_denied"
+    mine.refresh_from_db()
+    assert (mine.status, mine.reason) == ("open", "")
+
+
+def test_a_member_posting_triage_on_the_page_gets_403_before_the_reason(team_member, findings):
+    mine, _ = findings
+    client = Client()
+    client.force_login(team_member)
+
+    for reason in ("", "ok"):
+        response = client.post(f"/advisor/{mine.pk}/acknowledge/", {"reason": reason})
+        assert response.status_code == 403
+    assert AdvisorFinding.objects.get(pk=mine.pk).status == "open"
