@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import django_filters as filters
 from django import forms
@@ -89,6 +89,32 @@ def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedire
     ):
         return HttpResponseRedirect(target)
     return redirect(fallback, *args, **kwargs)
+
+
+def _site_path(request, url: str) -> str:
+    """``url`` as a path of this site (``/teams/nlp/dashboard/?tab=2``) when it is a
+    ``/``-rooted path or an absolute URL of this host (``http://portal/teams/nlp/``, as
+    htmx's ``HX-Current-URL`` says it), else ``""``."""
+    if not url or not url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return ""
+    parts = urlsplit(url)
+    path = urlunsplit(("", "", parts.path, parts.query, ""))
+    return path if path.startswith("/") and not path.startswith("//") else ""
+
+
+def back_path(request) -> str:
+    """Where a form on this page or fragment should come back to, for its ``next`` field
+    (:func:`redirect_back`): the ``next`` query parameter when it is a path of this site, else
+    for an htmx fragment the page it is on (``HX-Current-URL``), else this page; ``""`` when
+    none is known (the form's view then redirects to its fallback)."""
+    asked = _site_path(request, request.GET.get("next", ""))
+    if asked:
+        return asked
+    if request.htmx:
+        return _site_path(request, request.headers.get("HX-Current-URL", ""))
+    return request.get_full_path()
 
 
 @dataclass(frozen=True)
