@@ -231,16 +231,12 @@ def filtered_list(
 ):
     """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV.
 
-    Filters it cannot use (a team the user may not see) answer 400: the page (or fragment) with
-    the errors on the form and in ``refusal``, no rows; the CSV :func:`filter_refusal_csv`.
+    Filters it cannot use (a team the user may not see, an ``ordering`` it does not sort by)
+    answer 400, as the API does: the page (or fragment) with the errors on the form and in
+    ``refusal``, no rows; the CSV :func:`filter_refusal_csv`.
     ``page`` and ``page_size`` are read by :func:`checked_page` / :func:`checked_page_size`."""
-    params = request.GET.copy()
+    params = request.GET
     filterset = filterset_class(params or None, queryset=queryset, request=request)
-    if filterset.is_bound and not filterset.is_valid() and set(filterset.errors) == {"ordering"}:
-        # A stale or hand-written sort key (?ordering=name) sorts the default way rather than
-        # looking like the data is gone.
-        params.pop("ordering")
-        filterset = filterset_class(params or None, queryset=queryset, request=request)
     refused = filterset.is_bound and not filterset.is_valid()
     if not filterset.is_bound:
         rows = queryset
