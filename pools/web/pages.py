@@ -201,7 +201,8 @@ def checked_page(
 def filter_refusal(form: forms.BaseForm) -> str:
     """The errors of a bound, invalid filter ``form`` (a FilterSet's ``.form``) as one readable
     line, each field by its label and the value sent: ``Team "vision": Select a valid choice.
-    …``; errors of no field last, as they are."""
+    …`` (an ``ordering`` also lists the sort keys there are); errors of no field last, as they
+    are."""
     parts = []
     for name, messages in form.errors.items():
         field = form.fields.get(name)
@@ -211,7 +212,11 @@ def filter_refusal(form: forms.BaseForm) -> str:
         label = form[name].label  # the field's label, else its name as a label ("Until")
         value = form.data.get(name, "")
         named = f'{label} "{value}"' if value else str(label)
-        parts.append(f"{named}: {' '.join(messages)}")
+        said = " ".join(messages)
+        if name == "ordering":  # a sort key from a hand-written link: say which exist
+            keys = ", ".join(str(key) for key, _ in field.choices if key)
+            said = f"{said} Sort by one of: {keys}."
+        parts.append(f"{named}: {said}")
     return "; ".join(parts)
 
 

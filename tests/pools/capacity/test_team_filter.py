@@ -84,5 +84,10 @@ def test_a_sort_key_the_list_does_not_have_is_a_400_naming_ordering(pool_admin, 
     assert "Ordering &quot;zzz&quot;: Select a valid choice." in page.content.decode()
     assert (export.status_code, export["Content-Type"]) == (400, "text/plain; charset=utf-8")
     assert 'Ordering "zzz"' in export.content.decode()
+    keys = {  # the FilterSets' OrderingFilter fields, each ascending then descending
+        "/requests/": "created, -created, starts, -starts, cards, -cards",
+        "/allocations/": "starts, -starts, ends, -ends, cards, -cards",
+    }[url]
+    assert f"Sort by one of: {keys}." in export.content.decode()
     assert (api.status_code, list(api.json()["errors"])) == (400, ["ordering"])
     assert client.get(url, {"ordering": "-cards"}).status_code == 200
