@@ -20,6 +20,7 @@ from pools.advisor.filtersets import AdvisorFindingFilterSet
 from pools.advisor.models import AdvisorFinding
 from pools.advisor.rules import RULE_TITLES
 from pools.advisor.services import MAX_REASON_CHARS, advisor_finding_triage
+from pools.tenancy.permissions import require_manager
 
 EXAMPLE = {
     "id": 41,
@@ -127,10 +128,13 @@ class AdvisorFindingViewSet(viewsets.ReadOnlyModelViewSet):
         return rows
 
     def _triage(self, request, action_name: str):
+        # who may act is decided before the body is read: a member gets 403 whatever it says
+        finding = self.get_object()
+        require_manager(request.user, finding.team)
         form = TriageSerializer(data=request.data)
         form.is_valid(raise_exception=True)
         finding = advisor_finding_triage(
-            finding=self.get_object(),
+            finding=finding,
             action=action_name,
             actor=request.user,
             reason=form.validated_data["reason"],

@@ -44,9 +44,9 @@ from pools.advisor.selectors import (
     neighbours_of,
 )
 from pools.audit.services import audit_event_record
-from pools.common.errors import InvalidInput, InvalidTransition
+from pools.common.errors import InvalidInput, InvalidTransition, PermissionDenied
 from pools.serving.models import ServedModel
-from pools.tenancy.permissions import require_manager
+from pools.tenancy.permissions import may_get_advisor_digest, require_manager
 from pools.tenancy.selectors import managed_team_list
 from pools.tokenflow.selectors import prompt_bloat_signals_of
 
@@ -408,7 +408,14 @@ def advisor_finding_triage(
 
 
 def advisor_digest_set(*, user, wanted: bool) -> bool:
-    """Opt ``user`` in to (or out of) the weekly digest; returns whether they are now in."""
+    """Opt ``user`` in to (or out of) the weekly digest; returns whether they are now in.
+    Opting in is for managers of a team (:func:`~pools.tenancy.permissions.
+    may_get_advisor_digest`), else :class:`~pools.common.errors.PermissionDenied` and nothing
+    written; anyone may opt out."""
+    if wanted and not may_get_advisor_digest(user):
+        raise PermissionDenied(
+            "The weekly digest is of the teams you manage, and you manage none.", action="digest"
+        )
     if wanted:
         AdvisorDigestOptIn.objects.get_or_create(user=user)
     else:

@@ -5,6 +5,7 @@ digest opt-in and "run the advisor now". Thin: services and selectors do the wor
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -26,12 +27,26 @@ from pools.advisor.services import (
     allocation_undecided,
 )
 from pools.capacity.selectors import allocation_list
+from pools.common import errors as domain_errors
 from pools.common.errors import DomainError
 from pools.jobs import ADVISOR_PASS, enqueue
 from pools.tenancy.models import Team
-from pools.tenancy.permissions import may_administer_pools, may_release, may_see_team
+from pools.tenancy.permissions import (
+    may_administer_pools,
+    may_get_advisor_digest,
+    may_release,
+    may_see_team,
+    require_manager,
+)
 from pools.tenancy.selectors import managed_team_list
-from pools.web.pages import Column, UrlOfId, filtered_list, pool_admin_required, redirect_back
+from pools.web.pages import (
+    Column,
+    UrlOfId,
+    back_path,
+    filtered_list,
+    pool_admin_required,
+    redirect_back,
+)
 
 
 def _iso(value):
@@ -110,7 +125,7 @@ def allocation_findings(request, pk: int):
         "undecided": allocation_undecided(allocation=allocation, now=timezone.now()),
         "may_triage": may_release(request.user, allocation.team),
         "rule_titles": RULE_TITLES,
-        "next": request.GET.get("next") or request.headers.get("Referer", ""),
+        "next": back_path(request),
     }
     template = "pools/advisor/panel.html"
     response = render(request, f"{template}#panel" if request.htmx else template, context)
@@ -130,7 +145,8 @@ def team_findings(request, slug: str):
         "may_triage": may_release(request.user, team),
         "rule_titles": RULE_TITLES,
         "digest": AdvisorDigestOptIn.objects.filter(user=request.user).exists(),
-        "next": request.GET.get("next") or request.headers.get("Referer", ""),
+        "may_digest": may_get_advisor_digest(request.user),
+        "next": back_path(request),
     }
     template = "pools/advisor/panel.html"
     response = render(request, f"{template}#panel" if request.htmx else template, context)
@@ -146,6 +162,10 @@ def finding_action(request, pk: int, action: str):
     finding = selectors.finding_list(user=request.user).filter(pk=pk).first()
     if finding is None:
         raise Http404("No such finding.")
+    try:  # who may act is decided before the reason is read, as in the API
+        require_manager(request.user, finding.team)
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     form = TriageForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Say why: a reason is required (at most 1,000 characters).")
@@ -167,9 +187,13 @@ def finding_action(request, pk: int, action: str):
 
 @require_POST
 def digest_toggle(request):
-    """Opt in to (or out of) the weekly digest of the teams one manages."""
+    """Opt in to (or out of) the weekly digest of the teams one manages (opting in: managers
+    only, else 403), then back to the page the form was on (its ``next``)."""
     wanted = request.POST.get("digest") == "on"
-    advisor_digest_set(user=request.user, wanted=wanted)
+    try:
+        advisor_digest_set(user=request.user, wanted=wanted)
+    except domain_errors.PermissionDenied as exc:
+        raise PermissionDenied(exc.message) from exc
     messages.success(
         request,
         "You will get the weekly advisor digest of the teams you manage."

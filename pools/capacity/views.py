@@ -403,6 +403,7 @@ def request_detail(request, pk: int):
         "extend_form": ExtendForm(),
         "may_release": permissions.may_release(request.user, obj.team),
         "may_decide": permissions.may_decide(request.user),
+        "may_cancel": request_services.capacity_request_may_cancel(request=obj, actor=request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
     export = request.GET.get("export", "")

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from django.http import Http404
 from drf_spectacular.utils import OpenApiParameter, extend_schema
-from rest_framework import mixins, permissions, status, viewsets
+from rest_framework import generics, mixins, permissions, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.parsers import FormParser, MultiPartParser
 from rest_framework.response import Response
-from rest_framework.views import APIView
 
 from pools.common.errors import NodeNameShared
 from pools.inventory import selectors
@@ -23,7 +22,7 @@ from pools.inventory.filtersets import (
     NodeFilterSet,
     PoolFilterSet,
 )
-from pools.inventory.models import DriverGroup, GpuModel, Pool
+from pools.inventory.models import DriverGroup, Gpu, GpuModel, Pool
 from pools.inventory.services.catalogue import gpu_model_create, gpu_model_update
 from pools.inventory.services.gpu_models import gpu_model_alias_map
 from pools.inventory.services.import_files import inventory_import_file
@@ -195,16 +194,21 @@ class InventoryUploadViewSet(mixins.RetrieveModelMixin, viewsets.GenericViewSet)
         return selectors.inventory_upload_list()
 
 
-class UnrecognisedModelView(APIView):
-    """Reported model names that match no catalogue alias; POST maps one (pool admins)."""
+class UnrecognisedModelView(generics.GenericAPIView):
+    """Reported model names that match no catalogue alias, largest first, paginated as every
+    list (``{"count", "next", "previous", "results"}``, ``page`` / ``page_size``); POST maps
+    one (pool admins)."""
+
+    queryset = Gpu.objects.none()  # for the schema; the rows are the selector's, by name
+    serializer_class = s.UnrecognisedModelSerializer
 
     def get_permissions(self):
         return [IsPoolAdmin()] if self.request.method == "POST" else [permissions.IsAuthenticated()]
 
     @extend_schema(responses=s.UnrecognisedModelSerializer(many=True))
     def get(self, request):
-        rows = selectors.unrecognised_model_list()
-        return Response(s.UnrecognisedModelSerializer(rows, many=True).data)
+        page = self.paginate_queryset(selectors.unrecognised_model_list())
+        return self.get_paginated_response(s.UnrecognisedModelSerializer(page, many=True).data)
 
     @extend_schema(request=s.AliasMapRequestSerializer, responses={200: dict})
     def post(self, request):

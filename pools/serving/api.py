@@ -13,10 +13,11 @@ from rest_framework import serializers, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
 
+from pools.capacity.models import Allocation
 from pools.common.validators import DATE_RANGE_MESSAGE, EARLIEST_DATE, LATEST_DATE
 from pools.serving import selectors
+from pools.serving.filtersets import ServingAllocationFilterSet
 from pools.serving.fold import SIGNAL_FIELDS
-from pools.serving.models import ServingRollup
 from pools.serving.precision import CALIBRATION_PLACES
 
 SPAN_NAMES = tuple(selectors.SPANS)
@@ -214,8 +215,11 @@ class ServingViewSet(viewsets.GenericViewSet):
     """Serving signals of the caller's teams' allocations (all, for pool admins): those with
     any stored rollup."""
 
-    queryset = ServingRollup.objects.none()  # for the schema; get_queryset scopes by user
+    queryset = (
+        Allocation.objects.none()
+    )  # for the schema (rows are allocations); get_queryset scopes
     serializer_class = ServingCurrentSerializer
+    filterset_class = ServingAllocationFilterSet
     lookup_field = "pk"
     lookup_value_regex = r"\d+"
 
@@ -248,7 +252,7 @@ class ServingViewSet(viewsets.GenericViewSet):
         return out
 
     def list(self, request):
-        page = self.paginate_queryset(self.get_queryset())
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         return self.get_paginated_response(self.get_serializer(self._current(page), many=True).data)
 
     def retrieve(self, request, pk=None):

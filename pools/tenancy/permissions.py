@@ -13,7 +13,7 @@ from typing import Any
 
 from pools.common.choices import TeamRole
 from pools.common.errors import PermissionDenied
-from pools.tenancy.models import Team
+from pools.tenancy.models import Membership, Team
 from pools.tenancy.roles import is_pool_admin
 
 
@@ -73,6 +73,15 @@ def may_reset_calendar_feed(user: Any, team: Team) -> bool:
     """Replace the team's secret calendar feed link with a new one (the old one stops working
     for every member's calendar app): managers."""
     return _manages(user, team)
+
+
+def may_get_advisor_digest(user: Any) -> bool:
+    """Opt in to the weekly e-mail digest of the advisor's findings of the teams one manages
+    (:func:`pools.advisor.services.advisor_digest_send`): a manager of at least one team (a
+    pool admin too only as a team's manager: the digest is of managed teams, not all)."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return Membership.objects.filter(user=user, role=TeamRole.MANAGER).exists()
 
 
 # -- actions on the pool -----------------------------------------------------------------------

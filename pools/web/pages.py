@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from functools import wraps
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import django_filters as filters
 from django import forms
@@ -89,6 +89,32 @@ def redirect_back(request, fallback: str, *args, **kwargs) -> HttpResponseRedire
     ):
         return HttpResponseRedirect(target)
     return redirect(fallback, *args, **kwargs)
+
+
+def _site_path(request, url: str) -> str:
+    """``url`` as a path of this site (``/teams/nlp/dashboard/?tab=2``) when it is a
+    ``/``-rooted path or an absolute URL of this host (``http://portal/teams/nlp/``, as
+    htmx's ``HX-Current-URL`` says it), else ``""``."""
+    if not url or not url_has_allowed_host_and_scheme(
+        url, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return ""
+    parts = urlsplit(url)
+    path = urlunsplit(("", "", parts.path, parts.query, ""))
+    return path if path.startswith("/") and not path.startswith("//") else ""
+
+
+def back_path(request) -> str:
+    """Where a form on this page or fragment should come back to, for its ``next`` field
+    (:func:`redirect_back`): the ``next`` query parameter when it is a path of this site, else
+    for an htmx fragment the page it is on (``HX-Current-URL``), else this page; ``""`` when
+    none is known (the form's view then redirects to its fallback)."""
+    asked = _site_path(request, request.GET.get("next", ""))
+    if asked:
+        return asked
+    if request.htmx:
+        return _site_path(request, request.headers.get("HX-Current-URL", ""))
+    return request.get_full_path()
 
 
 @dataclass(frozen=True)
@@ -175,7 +201,8 @@ def checked_page(
 def filter_refusal(form: forms.BaseForm) -> str:
     """The errors of a bound, invalid filter ``form`` (a FilterSet's ``.form``) as one readable
     line, each field by its label and the value sent: ``Team "vision": Select a valid choice.
-    …``; errors of no field last, as they are."""
+    …`` (an ``ordering`` also lists the sort keys there are); errors of no field last, as they
+    are."""
     parts = []
     for name, messages in form.errors.items():
         field = form.fields.get(name)
@@ -185,7 +212,11 @@ def filter_refusal(form: forms.BaseForm) -> str:
         label = form[name].label  # the field's label, else its name as a label ("Until")
         value = form.data.get(name, "")
         named = f'{label} "{value}"' if value else str(label)
-        parts.append(f"{named}: {' '.join(messages)}")
+        said = " ".join(messages)
+        if name == "ordering":  # a sort key from a hand-written link: say which exist
+            keys = ", ".join(str(key) for key, _ in field.choices if key)
+            said = f"{said} Sort by one of: {keys}."
+        parts.append(f"{named}: {said}")
     return "; ".join(parts)
 
 
@@ -205,16 +236,12 @@ def filtered_list(
 ):
     """Render a filterable, sortable, paginated list page, its htmx fragment, or its CSV.
 
-    Filters it cannot use (a team the user may not see) answer 400: the page (or fragment) with
-    the errors on the form and in ``refusal``, no rows; the CSV :func:`filter_refusal_csv`.
+    Filters it cannot use (a team the user may not see, an ``ordering`` it does not sort by)
+    answer 400, as the API does: the page (or fragment) with the errors on the form and in
+    ``refusal``, no rows; the CSV :func:`filter_refusal_csv`.
     ``page`` and ``page_size`` are read by :func:`checked_page` / :func:`checked_page_size`."""
-    params = request.GET.copy()
+    params = request.GET
     filterset = filterset_class(params or None, queryset=queryset, request=request)
-    if filterset.is_bound and not filterset.is_valid() and set(filterset.errors) == {"ordering"}:
-        # A stale or hand-written sort key (?ordering=name) sorts the default way rather than
-        # looking like the data is gone.
-        params.pop("ordering")
-        filterset = filterset_class(params or None, queryset=queryset, request=request)
     refused = filterset.is_bound and not filterset.is_valid()
     if not filterset.is_bound:
         rows = queryset

@@ -73,6 +73,7 @@ from pools.common.errors import (
     InsufficientCapacity,
     InvalidInput,
     InvalidTransition,
+    PermissionDenied,
 )
 from pools.inventory.driver_versions import parse_cuda_version
 from pools.inventory.models import GpuModel, Pool
@@ -1124,7 +1125,8 @@ def capacity_request_accept(
     it, e.g. "2 HGX H100 nodes ordered, in infer-k8s from 2027-01"). No allocation is made and
     no card is counted: once the cards are in a pool, the team requests them as usual.
 
-    Idempotent for an accepted request. Raises :class:`PermissionDenied` for non-admins,
+    Idempotent for an accepted request and the same note (another note: 409
+    :class:`InvalidTransition`). Raises :class:`PermissionDenied` for non-admins,
     :class:`InvalidInput` without a note and :class:`InvalidTransition` for a request of cards
     or from any state but submitted; nothing is written then.
     """
@@ -1136,7 +1138,8 @@ def capacity_request_reject(
 ) -> CapacityRequest:
     """submitted → rejected, with a reason the team sees. Pool admins only.
 
-    Idempotent for a rejected request. Raises :class:`InvalidInput` without a reason and
+    Idempotent for a rejected request and the same reason (another reason: 409
+    :class:`InvalidTransition`). Raises :class:`InvalidInput` without a reason and
     :class:`InvalidTransition` from other states.
     """
     return _decide(request=request, actor=actor, reason=reason, decision=_REJECT)
@@ -1147,7 +1150,8 @@ def _decide(
 ) -> CapacityRequest:
     """Submitted → ``decision.to_status``, with the stripped ``reason`` stored and audited.
 
-    Idempotent for a request already there; the :class:`PermissionDenied` for non-admins and
+    Idempotent for a request already there with the same reason (:func:`_check_same_decision`);
+    the :class:`PermissionDenied` for non-admins and
     the blank reason (:class:`InvalidInput`) are checked before the row is locked, the
     request's kind and status (:func:`_check_decidable`) after.
     """
@@ -1158,6 +1162,7 @@ def _decide(
     with transaction.atomic():
         request = request_lock(request.pk)
         if request.status == decision.to_status:
+            _check_same_decision(request, decision, reason)
             return request
         _check_decidable(request, decision)
         before = _snapshot(request)
@@ -1168,6 +1173,21 @@ def _decide(
         audit_event_record(actor=actor, action=decision.audit_action, obj=request,
                            before=before, after=_snapshot(request), reason=reason)  # fmt: skip
     return request
+
+
+def _check_same_decision(request: CapacityRequest, decision: _Decision, reason: str) -> None:
+    """A (locked) request already ``decision.to_status``: the same decision again (a retry:
+    the stripped ``reason`` is the one recorded) changes nothing; another reason is
+    :class:`InvalidTransition` (409) with the recorded one in ``data.decision_reason``, never a
+    silent success that kept the first."""
+    if reason != request.decision_reason:
+        raise InvalidTransition(
+            f"This request was already {decision.done} with another note: "
+            f"{request.decision_reason!r}.",
+            status=request.status,
+            action=decision.action,
+            decision_reason=request.decision_reason,
+        )
 
 
 def _check_decidable(request: CapacityRequest, decision: _Decision) -> None:
@@ -1209,6 +1229,18 @@ def capacity_request_cancel(
         allocation = _cancel_allocation(request, actor)
         _cancel_record(request, allocation, actor, reason)
     return request
+
+
+def capacity_request_may_cancel(*, request: CapacityRequest, actor: Any) -> bool:
+    """Whether :func:`capacity_request_cancel` would cancel ``request`` for ``actor`` now: the
+    same checks (who asks, and the request's and its allocation's status), read without a lock
+    and written nowhere. The request page offers *Cancel this request* exactly then."""
+    try:
+        require_member(actor, request.team)
+        _cancel_allocation(request, actor)
+    except (InvalidTransition, PermissionDenied):
+        return False
+    return True
 
 
 def _cancel_allocation(request: CapacityRequest, actor: Any) -> Allocation | None:

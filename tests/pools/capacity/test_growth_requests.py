@@ -131,9 +131,30 @@ def test_a_pool_admin_accepts_it_as_a_plan_no_allocation_no_card_counted(
         "request.accepted", "root-admin", "submitted", "accepted",
         "Four L40S nodes ordered for January.",
     )  # fmt: skip
-    # again: the same request, no second event
-    assert capacity_request_accept(request=growth, actor=pool_admin, reason="x").pk == growth.pk
+    # again with the same note (a retry): the same request, no second event
+    again = capacity_request_accept(
+        request=growth, actor=pool_admin, reason="Four L40S nodes ordered for January."
+    )
+    assert again.pk == growth.pk
     assert len(actions(accepted)) == 3
+
+
+def test_accepting_again_with_another_note_is_409_and_keeps_the_first(
+    ask, team_member, pool_admin, request_state
+):
+    growth = ask(team_member)
+    capacity_request_accept(request=growth, actor=pool_admin, reason="Ordered for January.")
+    before = request_state()
+
+    with pytest.raises(InvalidTransition) as second:
+        capacity_request_accept(request=growth, actor=pool_admin, reason="Ordered for March.")
+
+    assert second.value.data == {
+        "status": "accepted",
+        "action": "accept",
+        "decision_reason": "Ordered for January.",
+    }
+    assert request_state() == before
 
 
 def test_refused_decisions_change_nothing(
@@ -231,6 +252,24 @@ def test_api_creates_accepts_and_refuses_capacity_to_add(
         "accepted", "Two HGX H100 nodes ordered.",
     )  # fmt: skip
     assert accepted.json()["allocation"] is None
+    retry = api_as(pool_admin).post(
+        f"/api/v1/requests/{pk}/accept/", {"reason": "Two HGX H100 nodes ordered."}, format="json"
+    )
+    assert (retry.status_code, retry.json()["decision_reason"]) == (
+        200, "Two HGX H100 nodes ordered.",
+    )  # fmt: skip
+    accepted_state = request_state()
+    other = api_as(pool_admin).post(
+        f"/api/v1/requests/{pk}/accept/", {"reason": "One node, in March."}, format="json"
+    )
+    assert other.status_code == 409
+    assert other.json()["code"] == "invalid_transition"
+    assert other.json()["data"] == {
+        "status": "accepted",
+        "action": "accept",
+        "decision_reason": "Two HGX H100 nodes ordered.",
+    }
+    assert request_state() == accepted_state
     listed = api_as(team_member).get("/api/v1/requests/?kind=growth").json()
     assert [r["id"] for r in listed["results"]] == [pk]
     assert api_as(team_member).get("/api/v1/requests/?kind=cards").json()["results"] == []

@@ -593,9 +593,15 @@ def test_reject_with_a_reason_and_again(submitted, pool_admin, request_state):
     )
     before = request_state()
 
-    again = capacity_request_reject(request=submitted, actor=pool_admin, reason="other reason")
+    again = capacity_request_reject(
+        request=submitted, actor=pool_admin, reason="quarter budget spent"
+    )
 
     assert again.decision_reason == "quarter budget spent"
+    assert request_state() == before
+    with pytest.raises(InvalidTransition) as other:
+        capacity_request_reject(request=submitted, actor=pool_admin, reason="other reason")
+    assert other.value.data["decision_reason"] == "quarter budget spent"
     assert request_state() == before
 
 

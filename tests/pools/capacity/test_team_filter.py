@@ -65,3 +65,29 @@ def test_a_member_cannot_filter_by_a_team_they_may_not_see(team_member):
     assert page.context["filterset"].form.errors == {
         "team": ["Select a valid choice. That choice is not one of the available choices."]
     }
+
+
+@pytest.mark.parametrize("url", ["/requests/", "/allocations/"])
+def test_a_sort_key_the_list_does_not_have_is_a_400_naming_ordering(pool_admin, url):
+    """As the API (``/api/v1/allocations/?ordering=zzz`` is a 400 naming ``ordering``): the page
+    says why and lists nothing, its CSV is a plain-text 400, never the default order as if
+    the sort had been applied."""
+    client = Client()
+    client.force_login(pool_admin)
+
+    page = client.get(url, {"ordering": "zzz"})
+    export = client.get(url, {"ordering": "zzz", "export": "csv"})
+    api = client.get(f"/api/v1{url}", {"ordering": "zzz"})
+
+    assert page.status_code == 400
+    assert list(page.context["filterset"].form.errors) == ["ordering"]
+    assert "Ordering &quot;zzz&quot;: Select a valid choice." in page.content.decode()
+    assert (export.status_code, export["Content-Type"]) == (400, "text/plain; charset=utf-8")
+    assert 'Ordering "zzz"' in export.content.decode()
+    keys = {  # the FilterSets' OrderingFilter fields, each ascending then descending
+        "/requests/": "created, -created, starts, -starts, cards, -cards",
+        "/allocations/": "starts, -starts, ends, -ends, cards, -cards",
+    }[url]
+    assert f"Sort by one of: {keys}." in export.content.decode()
+    assert (api.status_code, list(api.json()["errors"])) == (400, ["ordering"])
+    assert client.get(url, {"ordering": "-cards"}).status_code == 200

@@ -30,10 +30,30 @@ def test_a_member_lists_unrecognised_names_largest_first(member_api, legacy):
     response = member_api.get(URL)
 
     assert response.status_code == 200
-    assert response.json() == [
-        {"raw_model_name": "v100", "gpu_count": 8, "node_count": 2},
-        {"raw_model_name": "p100", "gpu_count": 2, "node_count": 1},
-    ]
+    assert response.json() == {
+        "count": 2,
+        "next": None,
+        "previous": None,
+        "results": [
+            {"raw_model_name": "v100", "gpu_count": 8, "node_count": 2},
+            {"raw_model_name": "p100", "gpu_count": 2, "node_count": 1},
+        ],
+    }
+
+
+def test_the_list_is_paginated_as_every_list(member_api, legacy):
+    """Two names, one a page: v100 (8 cards) on page 1 with a link to page 2, p100 (2) on
+    page 2; a page size past 500 is a 400 naming ``page_size``."""
+    first = member_api.get(URL, {"page_size": 1}).json()
+    second = member_api.get(URL, {"page_size": 1, "page": 2}).json()
+
+    assert first["count"] == 2
+    assert [r["raw_model_name"] for r in first["results"]] == ["v100"]
+    assert first["next"].endswith("/api/v1/unrecognised-models/?page=2&page_size=1")
+    assert [r["raw_model_name"] for r in second["results"]] == ["p100"]
+    assert second["next"] is None
+    too_big = member_api.get(URL, {"page_size": 501})
+    assert too_big.status_code == 400 and "page_size" in too_big.json()["errors"]
 
 
 def test_an_admin_maps_a_name(admin_api, pool_admin, legacy):
@@ -44,7 +64,7 @@ def test_an_admin_maps_a_name(admin_api, pool_admin, legacy):
     assert response.status_code == 200, response.content
     assert response.json() == {"mapped_gpus": 8, "gpu_model": "a100_40g_sxm"}
     assert Gpu.objects.filter(gpu_model__slug="a100_40g_sxm").count() == 8
-    assert admin_api.get(URL).json() == [
+    assert admin_api.get(URL).json()["results"] == [
         {"raw_model_name": "p100", "gpu_count": 2, "node_count": 1}
     ]
     assert (

@@ -67,7 +67,7 @@ def test_an_alias_added_for_an_unrecognised_name_recognises_the_cards(admin_api)
     assert admin_api.post(URL, body, format="json").status_code == 201
 
     assert card_model("ws-02") == "rtx_a6000"
-    listed = admin_api.get("/api/v1/unrecognised-models/").json()
+    listed = admin_api.get("/api/v1/unrecognised-models/").json()["results"]
     assert [row["raw_model_name"] for row in listed] == []
 
 

@@ -196,3 +196,23 @@ def test_efficiency_reads_the_portals_first_and_last_months(api_as, team, team_m
             "total": None,
             "days": [],
         }
+
+
+def test_the_list_filters_by_team_and_refuses_a_team_it_may_not_see(api_as, admin_api, team):
+    """nlp and cv each have one rolled-up allocation: ``?team=cv`` answers cv's alone, for an
+    admin; a member of nlp only asking for cv (or a team that does not exist) gets a 400 naming
+    ``team``, never every row."""
+    mine = rolled_up(team)
+    theirs = rolled_up(TeamFactory(slug="cv"))
+    member = MembershipFactory(team=team).user
+
+    only_cv = admin_api.get("/api/v1/serving/", {"team": "cv"}).json()
+    only_nlp = api_as(member).get("/api/v1/serving/", {"team": "nlp"}).json()
+
+    assert [row["allocation"] for row in only_cv["results"]] == [theirs.pk]
+    assert [row["allocation"] for row in only_nlp["results"]] == [mine.pk]
+    for slug in ("cv", "nope"):
+        refused = api_as(member).get("/api/v1/serving/", {"team": slug})
+        assert refused.status_code == 400
+        assert refused.json()["code"] == "invalid_input"
+        assert list(refused.json()["errors"]) == ["team"]
