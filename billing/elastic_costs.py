@@ -44,6 +44,7 @@ from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import GpuModel, Pool
+from pools.web.numbers import grouped
 
 
 def _money(amount: Decimal | None, currency: str | None) -> str | None:
@@ -63,6 +64,15 @@ class DecisionMoney:
     @property
     def added(self) -> bool:
         return self.cards > 0
+
+    @property
+    def card_hours_text(self) -> str:
+        """``card_hours`` to 2 places with its sign and what the decision did: ``+1.25 card-h
+        added``, ``−0.50 card-h released``; no sign on a figure that rounds to 0.00 (a decision
+        taken moments ago), so never "−0.00"."""
+        shown = grouped(self.card_hours, 2)
+        sign = "" if shown == "0.00" else ("+" if self.added else "\u2212")
+        return f"{sign}{shown}\u00a0card-h {'added' if self.added else 'released'}"
 
     @property
     def amount_text(self) -> str | None:
