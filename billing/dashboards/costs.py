@@ -25,6 +25,7 @@ from billing.pricing import (
     next_month,
     previous_month,
     round_money,
+    unit_price_places,
 )
 from billing.rate_periods import RatePeriod, period_in, price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
@@ -34,6 +35,7 @@ from pools.common.choices import PricingMethod
 from pools.dashboards.stranded import StrandedRow
 from pools.reclamation.card_timeline import card_pieces
 from pools.tenancy.models import Team
+from pools.web.numbers import grouped
 
 
 @dataclass(frozen=True)
@@ -307,6 +309,18 @@ class AllocationCost:
         stored ``1.250000``); ``None`` unknown."""
         price = self.price_per_card_hour
         return None if price is None else format(price.normalize(), "f")
+
+    @property
+    def price_text(self) -> str | None:
+        """The card-hour price as pages show a unit price: the currency's minor unit or finer
+        when the price is finer (:func:`billing.pricing.unit_price_places`), then the code
+        after a no-break space: ``1.9`` -> ``1.90 EUR``, ``0.0125`` -> ``0.0125 EUR``; ``None``
+        unknown. The API and CSVs keep :attr:`price_plain`."""
+        price = self.price_per_card_hour
+        if price is None:
+            return None
+        places = unit_price_places(price, self.currency)
+        return f"{grouped(price, places)}\u00a0{self.currency}"
 
 
 def allocations_cost_so_far(
