@@ -290,7 +290,8 @@ def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
     home_hours = card_seconds_hours(Decimal(max(0, burst_s - sum(in_pools.values()))))
     burst_amount = _priced(home_hours, prices.home, currency)
     for pool_id, seconds in in_pools.items():
-        part = _priced(card_seconds_hours(Decimal(seconds)), prices.pools[pool_id], currency)
+        # .get: without a rate card in force no pool is priced (prices.pools is empty)
+        part = _priced(card_seconds_hours(Decimal(seconds)), prices.pools.get(pool_id), currency)
         burst_amount = None if burst_amount is None or part is None else burst_amount + part
     return ElasticMoney(
         start=start,
