@@ -154,10 +154,9 @@ def slurm_accounting_read_until() -> datetime | None:
     """The end of the newest window Slurm accounting was imported for (``UsageImport``), the
     moment up to which a Slurm allocation without a metered job is known to have used 0
     card-hours; ``None`` when it was never imported. One query."""
-    return (
-        UsageImport.objects.filter(source=UsageSource.SLURM_ACCOUNTING)
-        .aggregate(until=Max("window_end"))["until"]
-    )
+    return UsageImport.objects.filter(source=UsageSource.SLURM_ACCOUNTING).aggregate(
+        until=Max("window_end")
+    )["until"]
 
 
 def held_card_hours(

@@ -41,9 +41,11 @@ def month(team):
                           starts_at=datetime(2026, 12, 1, tzinfo=UTC),
                           ends_at=datetime(2026, 12, 21, tzinfo=UTC))  # fmt: skip
     b = AllocationFactory(team=team, pool=slurm, card_count=1, status=AllocationStatus.ACTIVE,
-                          starts_at=datetime(2026, 12, 8, 12, tzinfo=UTC), ends_at=ends)  # fmt: skip
+                          starts_at=datetime(2026, 12, 8, 12, tzinfo=UTC),
+                          ends_at=ends)  # fmt: skip
     k = AllocationFactory(team=team, card_count=1, status=AllocationStatus.ACTIVE,
-                          starts_at=datetime(2026, 12, 9, 12, tzinfo=UTC), ends_at=ends)  # fmt: skip
+                          starts_at=datetime(2026, 12, 9, 12, tzinfo=UTC),
+                          ends_at=ends)  # fmt: skip
     accounting = {"source": "slurm-accounting", "unit": "card-seconds"}
     UsageRecordFactory(team=team, allocation=a, basis="included", quantity=Decimal(114 * HOUR),
                        period_start=datetime(2026, 12, 2, tzinfo=UTC), **accounting)  # fmt: skip
