@@ -44,6 +44,7 @@ from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import GpuModel, Pool
+from pools.web.numbers import grouped
 
 
 def _money(amount: Decimal | None, currency: str | None) -> str | None:
@@ -63,6 +64,15 @@ class DecisionMoney:
     @property
     def added(self) -> bool:
         return self.cards > 0
+
+    @property
+    def card_hours_text(self) -> str:
+        """``card_hours`` to 2 places with its sign and what the decision did: ``+1.25 card-h
+        added``, ``−0.50 card-h released``; no sign on a figure that rounds to 0.00 (a decision
+        taken moments ago), so never "−0.00"."""
+        shown = grouped(self.card_hours, 2)
+        sign = "" if shown == "0.00" else ("+" if self.added else "\u2212")
+        return f"{sign}{shown}\u00a0card-h {'added' if self.added else 'released'}"
 
     @property
     def amount_text(self) -> str | None:
@@ -280,7 +290,8 @@ def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
     home_hours = card_seconds_hours(Decimal(max(0, burst_s - sum(in_pools.values()))))
     burst_amount = _priced(home_hours, prices.home, currency)
     for pool_id, seconds in in_pools.items():
-        part = _priced(card_seconds_hours(Decimal(seconds)), prices.pools[pool_id], currency)
+        # .get: without a rate card in force no pool is priced (prices.pools is empty)
+        part = _priced(card_seconds_hours(Decimal(seconds)), prices.pools.get(pool_id), currency)
         burst_amount = None if burst_amount is None or part is None else burst_amount + part
     return ElasticMoney(
         start=start,

@@ -244,10 +244,8 @@ def priced_quantity(quantity: Decimal, unit: str) -> Decimal:
 
 def quantity_places(unit: str) -> int:
     """Decimals a line's quantity is shown with, on the page and in the CSV: tokens whole,
-    card-hours to 3 places (3.6 s of one card)."""
-    if unit.endswith("tokens"):
-        return 0
-    return 6 if unit == "gb-months" else 3
+    card-hours, GB-months and GB to 3 places (3.6 s of one card; 1 MB held a month)."""
+    return 0 if unit.endswith("tokens") else 3
 
 
 def unit_price_places(unit_price: Decimal, currency: str) -> int:

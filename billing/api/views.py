@@ -15,6 +15,7 @@ from billing.api.filtersets import StatementFilterSet
 from billing.errors import UsageRejected
 from billing.focus import focus_csv
 from billing.models import Statement, StatementLine
+from billing.pricing import round_money
 from billing.services.tokens import usage_tokens_ingest
 from pools.tenancy.permissions import may_record_usage
 
@@ -29,10 +30,41 @@ class MonthOutputField(serializers.DateField):
         super().__init__(format="%Y-%m", read_only=True, **kwargs)
 
 
+class MinorUnitMoneyField(serializers.DecimalField):
+    """An amount in the currency ``currency_path`` names on the object (dotted), sent as a string
+    to that currency's minor unit like every other amount the API sends (``"1384.49"`` EUR,
+    ``"1384"`` JPY, ``"1.234"`` KWD; :func:`billing.pricing.round_money`). Statements store
+    amounts with 4 places, each already rounded half-up to the minor unit when built, so this
+    only drops the stored trailing zeros ("1384.4900") and lines still add up to the totals."""
+
+    def __init__(self, *, currency_path: str = "currency", **kwargs):
+        self.currency_path = currency_path.split(".")
+        kwargs.setdefault("max_digits", 18)
+        kwargs.setdefault("decimal_places", 4)
+        kwargs.setdefault("read_only", True)
+        super().__init__(**kwargs)
+
+    def get_attribute(self, instance):
+        currency = instance
+        for name in self.currency_path:
+            currency = getattr(currency, name)
+        return super().get_attribute(instance), currency
+
+    def to_representation(self, value):
+        amount, currency = value
+        return None if amount is None else str(round_money(amount, currency))
+
+
+MINOR_UNIT_HELP = "To the currency's minor unit (ISO 4217), as a string: `1384.49` EUR, `1384` JPY."
+
+
 class StatementSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="slug", read_only=True)
     month = MonthOutputField()
     line_count = serializers.IntegerField(read_only=True)
+    usage_amount = MinorUnitMoneyField(help_text=MINOR_UNIT_HELP)
+    adjustment_amount = MinorUnitMoneyField(help_text=MINOR_UNIT_HELP)
+    total_amount = MinorUnitMoneyField(help_text=MINOR_UNIT_HELP)
 
     class Meta:
         model = Statement
@@ -42,12 +74,12 @@ class StatementSerializer(serializers.ModelSerializer):
 
 
 class StatementLineSerializer(serializers.ModelSerializer):
-    """One statement line. Money is sent as the statement stores it, not rounded again here:
-    ``amount`` was rounded once, half-up, to ``currency``'s minor unit when the statement was
-    built and is kept with 4 decimal places (``"0.0400"`` is 0.04 EUR), so the lines add up to
-    the statement's ``usage_amount`` exactly as stored; ``unit_price`` keeps the rate card's
-    6 places (per card-hour, or per million tokens). ``currency`` (ISO 4217) is the
-    statement's, the one every amount and unit price of the line is in."""
+    """One statement line. ``amount`` was rounded once, half-up, to ``currency``'s minor unit
+    when the statement was built and is sent to that unit (``"0.04"`` EUR; stored with 4
+    places), as the statement's totals are, so the lines add up to its ``usage_amount``;
+    ``unit_price`` keeps the rate card's 6 places (per card-hour, or per million tokens).
+    ``currency`` (ISO 4217) is the statement's, the one every amount and unit price of the
+    line is in."""
 
     # None: token lines (served_model) and adjustments not tied to one GPU model.
     gpu_model = serializers.SlugRelatedField(slug_field="slug", read_only=True, allow_null=True)
@@ -58,6 +90,7 @@ class StatementLineSerializer(serializers.ModelSerializer):
     # card-seconds in the rate period and what the share is read from; null / "" otherwise.
     card = serializers.CharField(source="gpu", read_only=True, allow_null=True)
     currency = serializers.CharField(source="statement.currency", read_only=True)
+    amount = MinorUnitMoneyField(currency_path="statement.currency", help_text=MINOR_UNIT_HELP)
 
     class Meta:
         model = StatementLine

@@ -12,12 +12,12 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.db.models import Sum
+from django.db.models import Max, Q, Sum
 
 from billing.charges import usage_lines_by_team
 from billing.choices import RateKind, UsageSource, UsageUnit
 from billing.conf import billing_zone
-from billing.models import Statement, UsageRecord
+from billing.models import Statement, UsageImport, UsageRecord
 from billing.pricing import (
     format_money,
     local_midnight,
@@ -25,6 +25,7 @@ from billing.pricing import (
     next_month,
     previous_month,
     round_money,
+    unit_price_places,
 )
 from billing.rate_periods import RatePeriod, period_in, price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
@@ -34,6 +35,7 @@ from pools.common.choices import PricingMethod
 from pools.dashboards.stranded import StrandedRow
 from pools.reclamation.card_timeline import card_pieces
 from pools.tenancy.models import Team
+from pools.web.numbers import grouped
 
 
 @dataclass(frozen=True)
@@ -144,16 +146,32 @@ def used_card_hours(*, allocation_ids: list[int]) -> dict[int, Decimal]:
     return {r["allocation_id"]: card_seconds_hours(r["seconds"]) for r in rows}
 
 
-def team_used_card_hours(*, team_id: int, month: date) -> Decimal:
-    """Card-hours Slurm accounting metered for the team in ``month`` (inside allocations or
-    not). One query."""
-    seconds = UsageRecord.objects.filter(
+def team_used_card_hours(
+    *, team_id: int, month: date, allocation_ids: list[int]
+) -> tuple[Decimal, Decimal]:
+    """Card-hours Slurm accounting metered for the team in ``month``: ``(inside, outside)``,
+    ``inside`` the jobs' card-hours inside the allocations ``allocation_ids`` (a team's
+    held allocations: compare it with their held card-hours), ``outside`` those of jobs that
+    ran in no allocation (charged on use; nothing held to compare them with). One query."""
+    rows = UsageRecord.objects.filter(
         team_id=team_id,
         month=month,
         source=UsageSource.SLURM_ACCOUNTING,
         unit=UsageUnit.CARD_SECONDS,
-    ).aggregate(s=Sum("quantity"))["s"]
-    return card_seconds_hours(seconds or 0)
+    ).aggregate(
+        inside=Sum("quantity", filter=Q(allocation_id__in=allocation_ids)),
+        outside=Sum("quantity", filter=Q(allocation__isnull=True)),
+    )
+    return card_seconds_hours(rows["inside"] or 0), card_seconds_hours(rows["outside"] or 0)
+
+
+def slurm_accounting_read_until() -> datetime | None:
+    """The end of the newest window Slurm accounting was imported for (``UsageImport``), the
+    moment up to which a Slurm allocation without a metered job is known to have used 0
+    card-hours; ``None`` when it was never imported. One query."""
+    return UsageImport.objects.filter(source=UsageSource.SLURM_ACCOUNTING).aggregate(
+        until=Max("window_end")
+    )["until"]
 
 
 def held_card_hours(
@@ -322,6 +340,18 @@ class AllocationCost:
         stored ``1.250000``); ``None`` unknown."""
         price = self.price_per_card_hour
         return None if price is None else format(price.normalize(), "f")
+
+    @property
+    def price_text(self) -> str | None:
+        """The card-hour price as pages show a unit price: the currency's minor unit or finer
+        when the price is finer (:func:`billing.pricing.unit_price_places`), then the code
+        after a no-break space: ``1.9`` -> ``1.90 EUR``, ``0.0125`` -> ``0.0125 EUR``; ``None``
+        unknown. The API and CSVs keep :attr:`price_plain`."""
+        price = self.price_per_card_hour
+        if price is None:
+            return None
+        places = unit_price_places(price, self.currency)
+        return f"{grouped(price, places)}\u00a0{self.currency}"
 
 
 def allocations_cost_so_far(

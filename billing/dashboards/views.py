@@ -32,7 +32,7 @@ from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from billing.rate_periods import RatePeriod, rate_periods_or_unpriced
 from pools.clusters.selectors import cluster_list
-from pools.common.choices import IdleFindingState
+from pools.common.choices import IdleFindingState, Scheduler
 from pools.dashboards import capacity as dashboard
 from pools.dashboards import utilisation, utilisation_store
 from pools.dashboards.forms import DashboardFilterForm
@@ -613,11 +613,12 @@ def team_dashboard(request, slug: str):
     month_start, month_end = local_midnight(month, zone), local_midnight(next_month(month), zone)
     allocations = dashboard.team_allocations(team_id=team.pk, now=now)
     used = costs.used_card_hours(allocation_ids=[a.pk for a in allocations])
+    read_until = costs.slurm_accounting_read_until()
     changes = card_changes(a.pk for a in allocations)
     rows = []
     for a in allocations:
         held = costs.held_card_hours(a, a.starts_at, min(now, a.ends_at), changes.get(a.pk, ()))
-        used_hours = used.get(a.pk)
+        used_hours = _allocation_used(a, used, read_until)
         rows.append(
             {
                 "allocation": a,
@@ -625,7 +626,9 @@ def team_dashboard(request, slug: str):
                 "started": a.starts_at <= now,
                 "held": held,
                 "used": used_hours,
-                "used_percent": round(used_hours / held * 100) if used_hours and held else None,
+                "used_percent": (
+                    round(used_hours / held * 100) if used_hours is not None and held else None
+                ),
                 "progress": _progress(a, now),
             }
         )
@@ -650,14 +653,20 @@ def team_dashboard(request, slug: str):
         ),
         Decimal(0),
     )
+    used_inside, used_outside = costs.team_used_card_hours(
+        team_id=team.pk, month=month, allocation_ids=[a.pk for a in allocations]
+    )
     context = {
         "team": team,
         "rows": rows,
         "spend_now": spend_now,
         "spend_before": spend_before,
         "cost_so_far": cost_so_far,
-        "used_month": costs.team_used_card_hours(team_id=team.pk, month=month),
+        "used_month": used_inside,
+        "used_outside_month": used_outside,
+        "slurm_read_until": read_until,
         "held_month": held_month,
+        "used_share_percent": round(used_inside / held_month * 100) if held_month else None,
         "month": month,
         "estimates": team.sizing_estimates.order_by("-created_at")[:5],
         "serving": serving,
@@ -674,6 +683,18 @@ def team_dashboard(request, slug: str):
     response = render(request, template, context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _allocation_used(allocation, used: dict, read_until) -> Decimal | None:
+    """Card-hours Slurm accounting metered inside ``allocation`` (``used`` by id); a Slurm
+    allocation with no metered job used 0 once accounting was imported past its start
+    (``read_until``); ``None`` (unknown) otherwise: before that import, and on Kubernetes,
+    which meters no job."""
+    if allocation.pk in used:
+        return used[allocation.pk]
+    if allocation.pool.scheduler != Scheduler.SLURM or read_until is None:
+        return None
+    return Decimal(0) if read_until > allocation.starts_at else None
 
 
 def _progress(allocation, now) -> int:

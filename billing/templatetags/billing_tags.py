@@ -3,6 +3,7 @@ from django.utils.html import format_html
 
 from billing.choices import UsageUnit
 from billing.pricing import PRICE_UNITS, format_money, quantity_places, unit_price_places
+from pools.web.numbers import grouped
 
 register = template.Library()
 
@@ -72,7 +73,7 @@ def quantity(value, places=3):
     space), ``places`` decimals; ``None`` -> ``—``."""
     if value is None:
         return "—"
-    return f"{value:,.{int(places)}f}".replace(",", "\u202f")
+    return grouped(value, int(places))
 
 
 @register.filter

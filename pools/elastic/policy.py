@@ -72,6 +72,11 @@ REASON_LABELS: dict[str, str] = {
     Reason.AT_FLOOR: "at the lower bound",
     Reason.STEADY: "steady",
     Reason.UNKNOWN: "metrics unknown",
+    # the services' own, past the loop's rule (pools.elastic.services): the pool had no card
+    # to lend, the team's budget refused the scale-up, cards handed back to a guaranteed approval
+    "no_free_cards": "no free cards to lend",
+    "budget_exceeded": "over the budget",
+    "hand_back": "handed back",
 }
 
 

@@ -14,6 +14,7 @@ from django.utils.cache import patch_vary_headers
 from pools.capacity.selectors import allocation_list
 from pools.serving import selectors
 from pools.serving.efficiency import Usage
+from pools.web.numbers import grouped
 
 # (chart title, unit, [(field, label, scale)]); token and event counts per bucket become rates
 CHARTS = (
@@ -121,8 +122,9 @@ def _current_rows(row: dict | None) -> list[dict]:
 
 
 def _shown(value: float, places: int) -> str:
-    """``value`` with ``places`` decimals and thousands grouped (``1,843``, ``40.4``)."""
-    return f"{value:,.{places}f}"
+    """``value`` with ``places`` decimals, thousands grouped as every page groups them
+    (:func:`pools.web.numbers.grouped`: ``1 843``, ``40.4``)."""
+    return grouped(value, places)
 
 
 def _factor(scale, seconds: int) -> float:

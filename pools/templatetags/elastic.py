@@ -12,8 +12,9 @@ register = template.Library()
 
 @register.filter
 def scale_reason(code: str) -> str:
-    """``scale_up`` -> "load high"; an unknown code as it is."""
-    return REASON_LABELS.get(code, code)
+    """``scale_up`` -> "load high", ``hand_back`` -> "handed back"; a code without a label (a
+    newer one) in words: ``some_new_code`` -> "some new code", so it wraps between words."""
+    return REASON_LABELS.get(code, code.replace("_", " "))
 
 
 @register.filter

@@ -4,6 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
+from pools.web.numbers import grouped as grouped_number
 from pools.web.pages import mig_slices_text, node_url
 
 register = template.Library()
@@ -48,6 +49,15 @@ def with_query(context, **changes):
         else:
             query[key] = value
     return f"?{query.urlencode()}"
+
+
+@register.filter
+def grouped(value, places: int = 0):
+    """``{{ value|grouped:1 }}`` -> ``184 552 847.0``: :func:`pools.web.numbers.grouped` (the
+    house grouping, a narrow no-break space; never the locale's comma); ``None`` -> ``—``."""
+    if value is None or value == "":
+        return "—"
+    return grouped_number(value, int(places))
 
 
 @register.filter

@@ -36,18 +36,18 @@ def test_member_sees_only_their_teams_statements(api_as, team_member, two_statem
     nlp, vision = two_statements
     body = api_as(team_member).get("/api/v1/statements/?month=2026-10").json()
     assert [(s["team"], s["month"], s["total_amount"]) for s in body["results"]] == [
-        ("nlp", "2026-10", "3.0000")]  # fmt: skip
+        ("nlp", "2026-10", "3.00")]  # fmt: skip
     assert api_as(team_member).get(f"/api/v1/statements/{vision.pk}/").status_code == 404
     assert api_as(team_member).get(f"/api/v1/statements/{vision.pk}/lines/").status_code == 404
     lines = api_as(team_member).get(f"/api/v1/statements/{nlp.pk}/lines/").json()["results"]
-    # the amount as the statement stores it (4 places), with the statement's currency
+    # the amount to the currency's minor unit (stored with 4 places), with its currency
     assert [(x["gpu_model"], x["quantity"], x["amount"], x["currency"]) for x in lines] == [
-        ("a100_80g_sxm", "1.000000", "3.0000", "EUR")]  # fmt: skip
+        ("a100_80g_sxm", "1.000000", "3.00", "EUR")]  # fmt: skip
 
 
 def test_staff_see_all_and_filter_by_team(admin_api, two_statements):
     body = admin_api.get("/api/v1/statements/?month=2026-10&team=vision").json()
-    assert [(s["team"], s["total_amount"]) for s in body["results"]] == [("vision", "6.0000")]
+    assert [(s["team"], s["total_amount"]) for s in body["results"]] == [("vision", "6.00")]
     assert admin_api.get("/api/v1/statements/?month=2026-09").json()["count"] == 0
     assert admin_api.get("/api/v1/statements/", HTTP_ACCEPT="application/json").json()["count"] == 2
 

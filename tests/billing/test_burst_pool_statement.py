@@ -354,9 +354,9 @@ def test_the_statement_names_the_storage_and_egress_units(team, card, admin_page
     GB-month"), on the page and in the PDF, not the stored codes "gb-months" and "gb"."""
     extra_charges_import(text=CSV, now=utc(2026, 11, 2))
     statement = statement_build(team=team, month=OCTOBER)
-    # quantity, then unit: storage 250 GB-months (6 places), egress 120 GB (3 places)
+    # quantity, then unit: storage 250 GB-months and egress 120 GB, 3 places like card-hours
     page = admin_page.get(f"/costs/{team.slug}/2026-10/").content.decode()
-    assert '<td class="num">250.000000</td><td class="wrap-ok">GB-months</td>' in page
+    assert '<td class="num">250.000</td><td class="wrap-ok">GB-months</td>' in page
     assert '<td class="num">120.000</td><td class="wrap-ok">GB</td>' in page
 
     rendered = []
@@ -370,7 +370,7 @@ def test_the_statement_names_the_storage_and_egress_units(team, card, admin_page
 
     monkeypatch.setattr("weasyprint.HTML", _Html)
     statement_pdf(statement)
-    assert '<td class="num">250.000000</td><td>GB-months</td>' in rendered[0]
+    assert '<td class="num">250.000</td><td>GB-months</td>' in rendered[0]
     assert '<td class="num">120.000</td><td>GB</td>' in rendered[0]
 
 

@@ -287,3 +287,14 @@ def test_the_pages_and_the_api_price_burst_pool_cards_at_their_pool(
         "173.00",
         [{"pool": "rented", "card_hours": "10.00", "price_per_card_hour": "2.9"}],
     )
+
+
+def test_without_a_rate_card_burst_pool_cards_keep_their_hours(spilling):
+    """No rate card in force (the demo before its billing data): the same 28 card-hours above
+    the floor, 10 of them in Rented (the first test's figures), the money unknown; it raised
+    KeyError on the pool's missing price and the elastic page answered 500."""
+    money = elastic_scale_costs(policies=[spilling], start=T0, now=NOW).get(spilling.pk)
+    assert (money.burst_card_hours, money.burst_amount) == (Decimal(28), None)
+    [pool] = money.burst_pools
+    assert (pool.card_hours, pool.price_per_card_hour) == (Decimal(10), None)
+    assert money.reason == "no rate card is in force now"

@@ -173,6 +173,8 @@ def test_the_statement_shows_serving_as_showback_on_the_page_csv_and_pdf(
 
     page = client.get("/costs/nlp/2026-11/").content.decode()
     assert "Serving showback" in page and "5.28" in page
+    # grouped as every page groups (narrow no-break space), never the locale's comma
+    assert ">720\u202f000<" in page and ">360\u202f000<" in page and "720,000" not in page
 
     csv = client.get("/costs/nlp/2026-11/?export=showback").content.decode().splitlines()
     assert csv[0].startswith("statement,team,month,allocation,pool,gpu_model,cards")

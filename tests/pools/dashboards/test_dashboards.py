@@ -284,8 +284,8 @@ def test_team_dashboard_usage_and_spend(fleet):
                              built_at=now)  # fmt: skip
     member = _member_client(nlp)
     page = member.get("/teams/nlp/dashboard/").content.decode()
-    # held: 2 cards × 24 h since yesterday = 48 card-hours; used 3 → 6 %
-    assert "48.0" in page and "3.0" in page and "6 %" in page
+    # held: 2 cards × 24 h since yesterday = 48 card-hours; used 3 → 6 % (kept with its sign)
+    assert "48.0" in page and "3.0" in page and "6&nbsp;%" in page
     assert "123.40\u00a0EUR" in page and "no cost data" in page
     rows = _csv(member.get("/teams/nlp/dashboard/?export=allocations"))
     assert rows[1].endswith(",2,active," + allocation.starts_at.isoformat() + ","
