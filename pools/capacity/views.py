@@ -850,6 +850,11 @@ def timeline(request):
                 "fewest_free_day": days[fewest],
                 "data": {
                     "labels": [d.strftime("%d %b") for d in days],
+                    # each day's busiest instant, local "HH:MM", for the tooltips
+                    "peaks": [
+                        timezone.localtime(at).strftime("%H:%M")
+                        for _, at in peaks.get((pool_id, model_id), [])
+                    ],
                     "datasets": [
                         {
                             "type": "bar",

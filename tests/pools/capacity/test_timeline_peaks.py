@@ -73,6 +73,7 @@ def test_an_overnight_allocation_is_counted_and_free_agrees_with_the_calendar(
     bars = {d["label"]: d["data"] for d in chart["data"]["datasets"] if d["type"] == "bar"}
     assert bars["NLP"] == [2] * 10 + [0] * 46
     assert bars["other teams"] == [4, 4, 0, 0, 0, 3] + [0] * 50
+    assert chart["data"]["peaks"][:6] == ["17:06", "00:00", "00:00", "00:00", "00:00", "02:00"]
     # the bars stack to the day's peak: usable − bars is free wherever nothing is over-committed
     assert [8 - sum(v[i] for v in bars.values()) for i in range(56)] == expected_free
     # the week calendar's count, and the approval's for each whole day, are the same numbers
