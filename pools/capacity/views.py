@@ -30,7 +30,6 @@ from pools.capacity.availability import (
     CapacitySnapshot,
     blocked_cards_at,
     blocked_intervals,
-    peaks_by_pool_model,
     pool_free_slices,
     pool_slices,
     request_options,
@@ -772,7 +771,7 @@ def timeline(request):
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
     spans = blocked_intervals(start=start, end=end)
-    peaks = peaks_by_pool_model(bounds=[*days, end], blocked=spans)
+    peaks = capacity_selectors.timeline_peaks(bounds=[*days, end], blocked=spans)
     # every chart's busiest instants, one list for the database's sums; each chart reads its own
     instants = sorted({at for per_day in peaks.values() for _, at in per_day})
     position = {at: i for i, at in enumerate(instants)}
