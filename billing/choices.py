@@ -96,6 +96,21 @@ class StatementStatus(models.TextChoices):
     FINAL = "final", "Final"
 
 
+STATEMENT_IN_PROGRESS = "in-progress"
+"""The status of the month in progress, which has no statement until the month close drafts it
+on the 1st: the unsaved statement :func:`billing.services.statements.statement_preview` builds
+carries it, so its page and its CSV (``so-far-<team>-<month>.csv``) say so rather than "draft".
+Never stored (the column holds five characters and its constraint draft or final), so the API,
+which lists stored statements, still answers ``draft`` / ``final`` only."""
+
+STATEMENT_STATUS_LABELS = {
+    **dict(StatementStatus.choices),
+    STATEMENT_IN_PROGRESS: "not drafted yet",
+}
+"""Every status a statement page shows, in words: the stored ones' labels and the month in
+progress's."""
+
+
 class LineKind(models.TextChoices):
     USAGE = "usage", "Usage"
     ADJUSTMENT = "adjustment", "Adjustment (late usage of a closed month)"

@@ -1,5 +1,8 @@
 """Demo billing data: a clearly fake rate card, six months of usage for every demo team, drafts
-(this month's too, so far).
+of the closed months, and this month's usage so far. This month has no statement, as in a real
+deployment until :func:`~billing.services.statements.statements_close_month` drafts it on the
+1st: its cost page shows the live preview ("not drafted yet"), and ``demo_clock`` keeps accruing
+its reserved card-hours (:func:`demo_usage_accrue`), so the cost so far moves.
 
 Usage goes through the real importers: reservations from (demo, already ended) allocations, and
 generated Slurm-like job records through :func:`usage_import_slurm`; token usage through
@@ -238,8 +241,9 @@ def _tokens(month: date, zone, rng: random.Random) -> None:
 
 
 def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
-    """Rate card, usage for the last ``months`` months, and draft statements for each and for
-    this month so far (every team's, as the cost so far on My teams counts it)."""
+    """Rate card, usage for the last ``months`` months and draft statements for each (every
+    team's), and this month's usage so far, undrafted (its cost page previews it). Returns the
+    drafts, oldest month first."""
     now = now or timezone.now()
     zone = billing_zone()
     last = previous_month(month_of(now, zone))
@@ -281,11 +285,21 @@ def demo_billing_load(*, months: int = 6, now: datetime | None = None) -> list:
                                 zone), now=now)
             )  # fmt: skip
         _near_budget(now, zone, rng)
-        # This month's drafts, built last (after the month's jobs so far are imported): the
-        # "cost so far" on My teams and the team dashboard is what they total now.
-        for team in Team.objects.order_by("slug"):
-            statements.append(statement_build(team=team, month=month_of(now, zone), now=now))
     return statements
+
+
+def demo_usage_accrue(*, now: datetime | None = None) -> int:
+    """This month's reserved card-hours and elastic burst to ``now``, imported as beat's hourly
+    ``usage_import_task`` would (each allocation's month is one record, updated in place), so
+    the demo's cost so far and month preview move while it runs; ``demo_clock`` calls it on
+    every tick (``settings.DEMO_CLOCK_USAGE``). Returns the records created or updated."""
+    now = now or timezone.now()
+    start = local_midnight(month_of(now, billing_zone()), billing_zone())
+    if now <= start:
+        return 0
+    reserved = usage_import_reservations(start=start, end=now, now=now)
+    burst = usage_import_elastic_burst(start=start, end=now, now=now)
+    return sum(r.records_created + r.records_updated for r in (reserved, burst))
 
 
 NEAR_BUDGET_SHARE = Decimal("0.85")

@@ -18,6 +18,7 @@ from billing.choices import (
     EXTRA_RATE_KINDS,
     GPU_RATE_KINDS,
     PART_SHARE_BASES,
+    STATEMENT_STATUS_LABELS,
     TOKEN_RATE_KINDS,
     ChargeBasis,
     LineKind,
@@ -337,6 +338,12 @@ class Statement(models.Model):
     @property
     def is_final(self) -> bool:
         return self.status == StatementStatus.FINAL
+
+    @property
+    def status_label(self) -> str:
+        """The status in words (:data:`billing.choices.STATEMENT_STATUS_LABELS`): "Draft",
+        "Final", or "not drafted yet" for the month in progress's preview."""
+        return STATEMENT_STATUS_LABELS[self.status]
 
 
 class StatementLine(models.Model):

@@ -9,25 +9,28 @@ model has no reserved price, or no model is chosen yet — then only card-hours 
 A budget for one pool or GPU model applies only when the request names that pool / model.
 
 Consumption is what statements charge so far; on top of it the check counts what is already
-*committed*: the team's approved allocations priced by reserved card-hours (holding, in the
-budget's scope) from now to the end of their window or the period, whichever comes first —
-cards (a slice allocation: its share of a card) × those hours, priced like the request at the
-reserved price in force at their start (or now, if started). Without it, two requests could
-each pass alone and together exceed the budget. Hours before now are the statements' (the
-reservation import accrues them), so nothing is counted twice; hours between the last import
-and now are in neither (the import runs hourly, so at most about an hour of each allocation).
-An allocation whose model has no reserved price adds its card-hours and no money, as a
-statement could not price it either.
+*committed*: the team's approved allocations priced by reserved card-hours (holding, or ended
+with hours not yet imported; in the budget's scope) from where the reservation import's records
+of each end (the latest ``period_end`` of its reservation usage records; its start when it has
+none) to the end of its window or the period, whichever comes first — cards (a slice
+allocation: its share of a card) × those hours, priced like the request at the reserved price
+in force at their start (or now, if started). Without it, two requests could each pass alone
+and together exceed the budget. Hours up to the import's end are the statements' (the import
+accrues them), so nothing is counted twice, and the hours between the last import and now are
+committed, so used + committed stays the same between hourly imports (it drifted down by the
+hours since the last import when committed started at now). An allocation whose model has no
+reserved price adds its card-hours and no money, as a statement could not price it either.
 """
 
 from __future__ import annotations
 
 import math
 from datetime import datetime
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from fractions import Fraction
 
 from django.db import connection
+from django.db.models import Max, OuterRef, Subquery
 from django.utils import timezone
 
 from billing.budgets.models import Budget
@@ -37,9 +40,9 @@ from billing.budgets.selectors import (
     budget_statuses_at,
     centre_teams,
 )
-from billing.choices import RateKind
+from billing.choices import RateKind, UsageSource
 from billing.conf import billing_zone
-from billing.models import PriceListVersion
+from billing.models import PriceListVersion, UsageRecord
 from billing.pricing import (
     local_midnight,
     minor_unit,
@@ -51,12 +54,13 @@ from billing.pricing import (
 from billing.rate_periods import price_for, rate_periods_kept
 from pools.capacity.arithmetic import card_hours, clip
 from pools.capacity.budget_gate import SEVERITY, BudgetVerdict
-from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.lifecycle import COMMITTED_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.rows import RowReader
 from pools.capacity.slices import card_share
 from pools.common.choices import PricingMethod
 from pools.inventory.models import GpuModel
+from pools.web.numbers import grouped
 
 
 class _ReservedPrices:
@@ -112,12 +116,13 @@ class _ReservedPrices:
 
 def _held(rows, start: datetime, end: datetime, now: datetime, prices) -> list[tuple]:
     """``(team, pool, GPU model, card-hours, reserved price or None)`` of each allocation row
-    that holds cards in ``[start, end)``: cards (a slice allocation: its share of a card) ×
-    the whole seconds held there / 3,600 s, an exact :class:`~fractions.Fraction`, priced at
-    the reserved price in force at its start, or now if started."""
+    that holds cards in ``[start, end)`` after its imported usage's end: cards (a slice
+    allocation: its share of a card) × the whole seconds held there / 3,600 s, an exact
+    :class:`~fractions.Fraction`, priced at the reserved price in force at its start, or now
+    if started."""
     held_rows = []
-    for team_id, pool_id, model_id, model_slug, cards, profile, starts, ends in rows:
-        span = clip(starts, ends, start, end)
+    for team_id, pool_id, model_id, model_slug, cards, profile, starts, ends, imported in rows:
+        span = clip(max(starts, imported or starts), ends, start, end)
         if span is None or not (seconds := whole_seconds(*span)):
             continue
         held = Fraction(cards * seconds, 3600) * card_share(profile, model_key=model_slug)
@@ -135,11 +140,11 @@ def _money_units(held: Fraction, price: Decimal, places: int) -> int:
 def _committed(
     team, budgets, statuses, now: datetime, prices: _ReservedPrices | None
 ) -> dict[int, tuple[Decimal, Decimal]]:
-    """Budget id -> ``(card-hours, money)`` the holding reserved-priced allocations of the
-    budget's team (or of every team of its cost centre) in the budget's scope still hold
-    between now and the end of the budget's period. Money in the rate card's currency, each
-    allocation rounded half-up once to the budget currency's minor unit (as a statement line
-    is); ``prices``: ``None`` when no budget counts money (nothing is priced).
+    """Budget id -> ``(card-hours, money)`` the holding (or ended) reserved-priced allocations
+    of the budget's team (or of every team of its cost centre) in the budget's scope hold in
+    the budget's period after their imported usage ends (module docstring). Money in the rate
+    card's currency, each allocation rounded half-up once to the budget currency's minor unit
+    (as a statement line is); ``prices``: ``None`` when no budget counts money (nothing is priced).
 
     On PostgreSQL one aggregate statement (:func:`_committed_sql`; a team holds hundreds of
     allocations, which took longer to load than the rest of an approval); elsewhere (SQLite:
@@ -165,9 +170,21 @@ def _owners(budget, members: dict[str, set[int]]) -> set[int]:
     return {budget.team_id} if budget.team_id else members.get(budget.cost_centre, set())
 
 
-def _window(status, now: datetime) -> tuple[datetime, datetime]:
-    """What of the budget's period is still to come: ``[max(now, start), end)``."""
-    return max(now, status.starts_at), status.ends_at
+def _window(status) -> tuple[datetime, datetime]:
+    """The budget's period, ``[start, end)``: each allocation counts from its imported usage's
+    end inside it (:func:`_imported_to`)."""
+    return status.starts_at, status.ends_at
+
+
+def _imported_to():
+    """Per allocation row: where the reservation import's records of it end (the latest
+    ``period_end``; ``None`` when it has none), as a subquery."""
+    records = UsageRecord.objects.filter(
+        allocation_id=OuterRef("pk"), source=UsageSource.RESERVATION
+    )
+    return Subquery(
+        records.order_by().values("allocation_id").annotate(to=Max("period_end")).values("to")
+    )
 
 
 def _committed_rows(
@@ -175,19 +192,19 @@ def _committed_rows(
 ) -> dict[int, tuple[Decimal, Decimal]]:
     """:func:`_committed` by reading the allocation rows (one query) and summing in Python;
     each allocation priced once per distinct period, not once per budget."""
-    ends = [status.ends_at for _, _, status in entries]
+    windows_of = [_window(status) for _, _, status in entries]
     teams = set(team_ids).union(*members.values())
     rows = list(
-        Allocation.objects.holding()
-        .overlapping(now, max(ends))
+        Allocation.objects.filter(status__in=COMMITTED_STATUSES)
+        .overlapping(min(lo for lo, _ in windows_of), max(hi for _, hi in windows_of))
         .filter(team_id__in=teams, pricing_method=PricingMethod.RESERVED)
+        .annotate(imported_to=_imported_to())
         .values_list("team_id", "pool_id", "gpu_model_id", "gpu_model__slug", "card_count",
-                     "mig_profile", "starts_at", "ends_at")
+                     "mig_profile", "starts_at", "ends_at", "imported_to")
     )  # fmt: skip
     windows: dict[tuple[datetime, datetime], list[tuple]] = {}
     result = {}
-    for key, budget, status in entries:
-        window = _window(status, now)
+    for (key, budget, _), window in zip(entries, windows_of, strict=True):
         if window not in windows:
             windows[window] = _held(rows, *window, now, prices)
         places = minor_unit(budget.currency)
@@ -212,17 +229,19 @@ def _decimal(value: Fraction) -> Decimal:
     return Decimal(value.numerator) / Decimal(value.denominator)
 
 
-# The holding statuses as SQL literals (constants of the code, not input).
-_HOLDING = ", ".join(f"'{status}'" for status in sorted(map(str, HOLDING_STATUSES)))
+# The committing statuses as SQL literals (constants of the code, not input).
+_COMMITTING = ", ".join(f"'{status}'" for status in sorted(map(str, COMMITTED_STATUSES)))
 # The committed card-seconds and money of every budget of a check as one aggregate: the
-# budgets (``b``: the window still to come, scope, minor unit; money NULL when not counted),
+# budgets (``b``: the period, scope, minor unit; money NULL when not counted),
 # their owner teams (``o``), the reserved card-hour prices in force over the windows (``p``:
 # rate periods × models, from the rate card as the statements read it) and the team's
-# holding reserved allocations overlapping them (``a``). Whole cards are summed here, money
-# rounded half-up per allocation in the currency's minor units (``div`` truncates an exact
-# ``numeric`` quotient: floor((2·s·price·10^places + 3,600) / 7,200) is s card-seconds at
-# price per card-hour rounded half-up); an allocation of MIG slices comes back as a row of
-# its own (``id`` not NULL), for :func:`pools.capacity.slices.card_share` to weigh in Python.
+# holding (or ended) reserved allocations overlapping them (``a``), each counted from where its
+# reservation usage records end (``from_at``: the latest ``period_end``, else its start).
+# Whole cards are summed here, money rounded half-up per allocation in the currency's minor
+# units (``div`` truncates an exact ``numeric`` quotient: floor((2·s·price·10^places +
+# 3,600) / 7,200) is s card-seconds at price per card-hour rounded half-up); an allocation of
+# MIG slices comes back as a row of its own (``id`` not NULL), for
+# :func:`pools.capacity.slices.card_share` to weigh in Python.
 _COMMITTED_SQL = f"""
 WITH b AS (
   SELECT * FROM unnest(%(ids)s::int[], %(los)s::timestamptz[], %(his)s::timestamptz[],
@@ -236,18 +255,23 @@ WITH b AS (
              AS p(lo, hi, model_id, price)
 ), a AS MATERIALIZED (
   SELECT a.id, a.team_id, a.pool_id, a.gpu_model_id, a.card_count, a.mig_profile,
-         a.starts_at, a.ends_at, GREATEST(a.starts_at, %(now)s) AS priced_at
+         GREATEST(a.starts_at, (
+           SELECT MAX(r.period_end) FROM {UsageRecord._meta.db_table} r
+            WHERE r.allocation_id = a.id AND r.source = '{UsageSource.RESERVATION.value}'
+         )) AS from_at,
+         a.ends_at, GREATEST(a.starts_at, %(now)s) AS priced_at
     FROM {Allocation._meta.db_table} a
    WHERE a.team_id = ANY(%(teams)s) AND a.pricing_method = '{PricingMethod.RESERVED.value}'
-     AND a.status IN ({_HOLDING}) AND a.starts_at < %(end)s AND a.ends_at > %(now)s
+     AND a.status IN ({_COMMITTING}) AND a.starts_at < %(end)s AND a.ends_at > %(start)s
 ), h AS (
   SELECT b.id AS budget_id, b.scale, a.id, a.gpu_model_id, a.card_count, a.mig_profile,
          a.priced_at,
          floor(extract(epoch FROM LEAST(a.ends_at, b.hi))
-               - extract(epoch FROM GREATEST(a.starts_at, b.lo)))::bigint AS seconds
+               - extract(epoch FROM GREATEST(a.from_at, b.lo)))::bigint AS seconds
     FROM b
     JOIN o ON o.budget_id = b.id
-    JOIN a ON a.team_id = o.team_id AND a.starts_at < b.hi AND a.ends_at > b.lo
+    JOIN a ON a.team_id = o.team_id AND a.from_at < b.hi AND a.ends_at > b.lo
+          AND a.from_at < a.ends_at
    WHERE (b.pool_id IS NULL OR a.pool_id = b.pool_id)
      AND (b.model_id IS NULL OR a.gpu_model_id = b.model_id)
 )
@@ -266,8 +290,8 @@ def _committed_sql(
     team_ids, entries, now: datetime, prices: _ReservedPrices | None, members
 ) -> dict[int, tuple[Decimal, Decimal]]:
     """:func:`_committed` in one statement (:data:`_COMMITTED_SQL`)."""
-    windows = [_window(status, now) for _, _, status in entries]
-    end = max(hi for _, hi in windows)
+    windows = [_window(status) for _, _, status in entries]
+    start, end = min(lo for lo, _ in windows), max(hi for _, hi in windows)
     owners = [(key, t) for key, b, _ in entries for t in sorted(_owners(b, members))]
     periods = prices.periods(now, end) if prices is not None else []
     places = {key: minor_unit(b.currency) for key, b, _ in entries}
@@ -288,6 +312,7 @@ def _committed_sql(
         "prices": [price for _, _, _, price in periods],
         "teams": sorted(set(team_ids).union(*members.values())),
         "now": now,
+        "start": start,
         "end": end,
     }
     hours = {key: Fraction(0) for key, _, _ in entries}
@@ -447,8 +472,14 @@ def _worst(ask: dict, statuses: list[BudgetStatus], prices, now: datetime, commi
 _OUTCOME = {"warn": "a warning", "needs_admin": "a pool admin decides", "refuse": "refused"}
 
 
-def _shown(value: Decimal) -> str:
-    return str(value.quantize(Decimal("0.01")))
+def _shown(value: Decimal, currency: str | None = None) -> str:
+    """A figure of the reason as pages show numbers (:func:`pools.web.numbers.grouped`:
+    thousands grouped with a narrow no-break space): card-hours half-up to 2 places
+    (``1339.525`` -> ``1 339.53``), money half-up to ``currency``'s minor unit
+    (:func:`billing.pricing.round_money`). ``data`` keeps the plain numbers (:func:`_plain`)."""
+    if currency is None:
+        return grouped(value.quantize(Decimal("0.01"), rounding=ROUND_HALF_UP), 2)
+    return grouped(round_money(value, currency), minor_unit(currency))
 
 
 def _plain(value: Decimal) -> str:
@@ -461,11 +492,16 @@ def _verdict(
 ):
     budget = status.budget
     unit = "card-hours" if name == "card_hours" else dimension.unit
-    held = f"+ {_shown(committed)} committed to approved allocations " if committed else ""
+    currency = None if name == "card_hours" else unit
+
+    def shown(value: Decimal) -> str:
+        return _shown(value, currency)
+
+    held = f"+ {shown(committed)} committed to approved allocations " if committed else ""
     reason = (
         f"Beyond the {budget.get_period_display().lower()} budget of {budget.owner_label} "
-        f"({budget.scope_label}, {status.period:%Y-%m}): {_shown(dimension.used)} {unit} used "
-        f"{held}+ {_shown(requested)} requested > {_shown(dimension.limit)} {unit}: "
+        f"({budget.scope_label}, {status.period:%Y-%m}): {shown(dimension.used)} {unit} used "
+        f"{held}+ {shown(requested)} requested > {shown(dimension.limit)} {unit}: "
         f"{_OUTCOME[budget.enforcement]}."
     )
     return BudgetVerdict(

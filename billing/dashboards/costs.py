@@ -91,10 +91,16 @@ def _to_date(lines) -> Decimal:
 
 @dataclass(frozen=True)
 class Spend:
+    """A team's money of one month: its statement's total (``final`` when the statement is), or
+    for the month in progress without a statement its cost so far (``so_far``,
+    :func:`spend_so_far`); ``amount`` ``None``: no cost data (no statement, and no rate card in
+    force for a month in progress)."""
+
     month: date
-    amount: Decimal | None  # None: no statement for the month
+    amount: Decimal | None
     currency: str | None
     final: bool
+    so_far: bool = False
 
 
 def team_spend(*, team_id: int, month: date) -> tuple[Spend, Spend]:
@@ -111,6 +117,15 @@ def team_spend(*, team_id: int, month: date) -> tuple[Spend, Spend]:
         return Spend(m, s.total_amount, s.currency, s.finalized_at is not None)
 
     return spend(month), spend(before)
+
+
+def spend_so_far(spend: Spend, cost: CostSoFar) -> Spend:
+    """``spend``, or, when its month has no statement and is ``cost``'s month (the month in
+    progress), that month's cost so far (``cost.to_date``, the team dashboard's "… so far", with
+    ``so_far`` set); unchanged when the cost so far is unknown (no rate card in force)."""
+    if spend.amount is not None or cost.to_date is None or cost.month != spend.month:
+        return spend
+    return Spend(spend.month, cost.to_date, cost.currency, final=False, so_far=True)
 
 
 def used_card_hours(*, allocation_ids: list[int]) -> dict[int, Decimal]:

@@ -598,6 +598,8 @@ SPEND_COLUMNS = [
     Column("amount", lambda s: None if s.amount is None else round_money(s.amount, s.currency)),
     Column("currency", lambda s: s.currency),
     Column("final", lambda s: s.final),
+    # True: no statement yet, the amount is the month in progress's cost so far
+    Column("so_far", lambda s: s.so_far),
 ]
 
 
@@ -628,6 +630,8 @@ def team_dashboard(request, slug: str):
             }
         )
     spend_now, spend_before = costs.team_spend(team_id=team.pk, month=month)
+    cost_so_far = costs.teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
+    spend_now = costs.spend_so_far(spend_now, cost_so_far)
     serving, serving_sort = serving_dash.sort_rows(
         serving_dash.serving_rows(allocations=allocations, month=month, now=now),
         request.GET.get("serving_sort", "allocation"),
@@ -651,7 +655,7 @@ def team_dashboard(request, slug: str):
         "rows": rows,
         "spend_now": spend_now,
         "spend_before": spend_before,
-        "cost_so_far": costs.teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk],
+        "cost_so_far": cost_so_far,
         "used_month": costs.team_used_card_hours(team_id=team.pk, month=month),
         "held_month": held_month,
         "month": month,

@@ -31,7 +31,13 @@ from billing.charges import (
     shared_card_lines,
     statement_lines_compute,
 )
-from billing.choices import ChargeBasis, LineKind, StatementStatus, UsageUnit
+from billing.choices import (
+    STATEMENT_IN_PROGRESS,
+    ChargeBasis,
+    LineKind,
+    StatementStatus,
+    UsageUnit,
+)
 from billing.conf import billing_zone, default_currency
 from billing.errors import StatementFinal
 from billing.generation import statements_changed
@@ -271,7 +277,8 @@ def statement_preview(
     *, team: Team, month: date, now: datetime | None = None
 ) -> tuple[Statement, list[StatementLine]]:
     """What the team's statement for ``month`` would hold now, built as :func:`statement_build`
-    builds a draft but written nowhere: an unsaved :class:`Statement` (a draft, its usage,
+    builds a draft but written nowhere: an unsaved :class:`Statement` (status
+    ``STATEMENT_IN_PROGRESS``: not drafted yet; its usage,
     adjustment and total amounts in its currency) and its unsaved lines by position, each with
     its GPU model, pool and shared card set (a query per kind, none per line).
 
@@ -279,7 +286,7 @@ def statement_preview(
     drafts it on the 1st; its total is the team dashboard's *cost so far*."""
     month = month.replace(day=1)
     now = now or timezone.now()
-    statement = Statement(team=team, month=month)
+    statement = Statement(team=team, month=month, status=STATEMENT_IN_PROGRESS)
     lines, warnings, currency = _draft_lines(team, month)
     _statement_fill(statement, team, lines, warnings, currency, now)
     objects = _line_objects(statement, lines)

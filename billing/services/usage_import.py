@@ -261,6 +261,7 @@ def _burst_records(
     return records
 
 
+@transaction.atomic
 def usage_import_elastic_burst(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> UsageImport:

@@ -22,6 +22,10 @@ RAN_STATUSES = (S.ACTIVE, S.EXPIRING, S.ENDED, S.RECLAIMED)
 # Held cards over their (possibly shortened) window, so charged when priced "reserved". A
 # released allocation has its ends_at moved to the release time.
 CHARGED_STATUSES = (S.APPROVED, S.PROVISIONING, S.ACTIVE, S.EXPIRING, S.ENDED, S.RECLAIMED)
+# What a budget counts as committed (billing.budgets.enforcement): the holding ones' hours not
+# yet accrued by the reservation import, and an ended one's last hours before the import
+# reaches its end (so the figure does not drop when the lifecycle ends it between imports).
+COMMITTED_STATUSES = (*HOLDING_STATUSES, S.ENDED)
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.APPROVED: frozenset({S.PROVISIONING, S.CANCELLED, S.ENDED}),

@@ -572,3 +572,48 @@ def demo_advisor_rollups(*, start, end, cards: int, rng) -> list[dict]:
             }
         )
     return rows
+
+
+def demo_gpu_rollups(devices, *, start, end, busy_pct: float) -> list[dict]:
+    """5-minute rollup rows (GPU fields of :class:`pools.serving.models.ServingRollup`) of an
+    allocation that runs no inference engine, folded from the dcgm-exporter readings
+    ``devices`` (:class:`scheduler_adapters.prometheus.DeviceUsage`, one per card) as the
+    serving queries fold them (:data:`scheduler_adapters.serving_metrics.SIGNALS`): utilisation
+    the mean over the cards (%), framebuffer used their sum (MiB), ``cards_busy`` the cards whose
+    bucket mean is at least ``busy_pct`` (%), ``cards_reporting`` the cards with a sample in the
+    bucket. Buckets from ``start`` to ``end`` (aware datetimes on a bucket); engine fields
+    unknown. So the serving page of the demo's idle allocation shows the readings its idle
+    finding was judged on."""
+    from datetime import timedelta
+
+    buckets = int((end - start).total_seconds() // 300)
+
+    def means(series) -> dict[int, float]:
+        """Bucket index -> the mean of the series' known samples in it."""
+        sums: dict[int, list[float]] = {}
+        for sample in series:
+            index = int((sample.timestamp - start.timestamp()) // 300)
+            if sample.value is not None and 0 <= index < buckets:
+                sums.setdefault(index, []).append(sample.value)
+        return {index: sum(values) / len(values) for index, values in sums.items()}
+
+    util = [means(d.util_pct) for d in devices]
+    fb = [means(d.fb_used_mib) for d in devices]
+    rows = []
+    for index in range(buckets):
+        utils = [card[index] for card in util if index in card]
+        fbs = [card[index] for card in fb if index in card]
+        if not utils:
+            continue
+        mean = sum(utils) / len(utils)
+        rows.append(
+            {
+                "bucket_start": start + timedelta(minutes=5 * index),
+                "cards_held": len(devices),
+                "gpu_util_pct": round(mean, 1),
+                "fb_used_mib": round(sum(fbs)) if fbs else None,
+                "cards_reporting": float(len(utils)),
+                "cards_busy": float(sum(1 for u in utils if u >= busy_pct)),
+            }
+        )
+    return rows

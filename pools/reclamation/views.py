@@ -48,7 +48,11 @@ from pools.reclamation.services.scan import (
     idle_finding_dismiss,
     reclamation_undo,
 )
-from pools.reclamation.services.whatif import OVERRIDABLE, reclamation_whatif_queue
+from pools.reclamation.services.whatif import (
+    OVERRIDABLE,
+    reclamation_whatif_queue,
+    reclamation_whatif_unavailable,
+)
 from pools.web.pages import (
     Column,
     checked_page,
@@ -449,6 +453,7 @@ def reclamation_policies(request):
             "exemption_form": exemption_form,
             "exemptions": exemptions,
             "whatif": whatif,
+            "whatif_unavailable": edit_pool and reclamation_whatif_unavailable(pool=edit_pool),
         },
     )
 

@@ -557,6 +557,9 @@ ELASTIC_SCALE_COSTS = "billing.elastic_costs.elastic_scale_costs"
 ELASTIC_BURST_WHATIF_MONEY = "billing.elastic_costs.burst_whatif_money"
 # Issue 35: each burst pool's card-hour prices on the rate card in force (the opt-in page).
 ELASTIC_BURST_POOL_PRICES = "billing.elastic_costs.burst_pool_prices"
+# make demo's clock accrues this month's usage with it on every tick, as beat's hourly usage
+# import would (pools do not import billing); blank: the clock imports no usage.
+DEMO_CLOCK_USAGE = "billing.demo.demo_usage_accrue"
 
 SCHEDULERS = {}
 if env.str("SLURM_REST_URL", default=""):
@@ -630,3 +633,8 @@ if DEMO:
         "celery.app.trace": {"level": "WARNING"},
         "kombu.connection": {"level": "ERROR"},
     }
+    # The demo's log lines (an e-mail "sent", a failed task) go where its commands write their
+    # own (stdout), in the order they happened: on stderr they reached a terminal or a log file
+    # apart from, and out of step with, the command's lines ("21 draft statementse-mail to …"
+    # where a reader joined the two streams).
+    LOGGING["handlers"]["console"]["stream"] = "ext://sys.stdout"

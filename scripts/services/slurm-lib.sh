@@ -76,8 +76,9 @@ write_env_file() {
     fi
 }
 
-# slurm_conf CLUSTER STATE CTLD_PORT SLURMD_PORT DBD_PORT JWT_KEY EXTRA NODE...: the slurm.conf
-# both test clusters share (NODE is name:port:gres_type:cards); EXTRA holds release-specific lines.
+# slurm_conf CLUSTER STATE CTLD_PORT SLURMD_PORT DBD_HOST DBD_PORT JWT_KEY EXTRA NODE...: the
+# slurm.conf both test clusters share (NODE is name:port:gres_type:cards); DBD_HOST is where
+# slurmctld, slurmrestd and sacctmgr reach slurmdbd; EXTRA holds release-specific lines.
 # Choices: no cgroups (containers and VMs without systemd), short scheduler cycles (a job released
 # by a limit change starts within seconds), DefMemPerCPU so several jobs share a node, the nodes
 # claim more CPUs than the machine has, and GPUs accounted per type so jobs carry GPU TRES.
@@ -85,8 +86,9 @@ write_env_file() {
 # classes they may displace): PreemptType=preempt/qos with REQUEUE as the cluster default; a QOS's
 # own PreemptMode (the portal writes one per class) overrides it for the jobs it preempts.
 slurm_conf() {
-    local cluster=$1 state=$2 ctld_port=$3 slurmd_port=$4 dbd_port=$5 jwt_key=$6 extra=$7
-    shift 7
+    local cluster=$1 state=$2 ctld_port=$3 slurmd_port=$4 dbd_host=$5 dbd_port=$6 jwt_key=$7
+    local extra=$8
+    shift 8
     local node name port gres_type cards node_lines="" accounted="gres/gpu"
     for node in "$@"; do
         IFS=: read -r name port gres_type cards <<<"$node"
@@ -132,7 +134,7 @@ InactiveLimit=0
 Waittime=0
 GresTypes=gpu
 AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=localhost
+AccountingStorageHost=$dbd_host
 AccountingStoragePort=$dbd_port
 AccountingStorageTRES=$accounted
 AccountingStorageEnforce=associations,limits,qos

@@ -244,7 +244,8 @@ DB_PASSWORD=$(cat "$HS/.dbpass")
 # --------------------------------------------------------------------------- configuration
 # 24.11 has no task/none or switch/none plugin: TaskPlugin and SwitchType stay unset
 install_file "$ROOT_DIR$CONF_DIR/slurm.conf" 0644 0:0 "$HEADER
-$(slurm_conf "$CLUSTER" "$STATE" "${PORTS}17" "${PORTS}18" "${PORTS}19" "$JWT_KEY" "" "${NODES[@]}")"
+$(slurm_conf "$CLUSTER" "$STATE" "${PORTS}17" "${PORTS}18" localhost "${PORTS}19" "$JWT_KEY" "" \
+    "${NODES[@]}")"
 install_file "$ROOT_DIR$CONF_DIR/gres.conf" 0644 0:0 "$HEADER
 $(gres_conf "$STATE" "${NODES[@]}")"
 # 24.11's slurmd sets up a cgroup plugin even with proctrack/linuxproc and fails without

@@ -90,7 +90,8 @@ def test_the_team_dashboards_spend_csv_has_amounts_to_the_minor_unit(
 ):
     """Last month's statement of 4 A100 cards used for one day (the 2nd, 00:00 → the 3rd 00:00
     UTC): 96 card-hours × 3.00 EUR = 288.00 EUR, stored as ``288.0000``; the spend CSV says
-    ``288.00`` beside ``EUR``. This month has no statement: an empty amount, never 0."""
+    ``288.00`` beside ``EUR``. This month has no statement and no usage: its cost so far under
+    the rate card in force, 0.00 EUR, as the page's Spend card says, marked ``so_far``."""
     from django.utils import timezone
 
     from billing.conf import billing_zone
@@ -110,7 +111,7 @@ def test_the_team_dashboards_spend_csv_has_amounts_to_the_minor_unit(
     text = b"".join(client.get("/teams/nlp/dashboard/?export=spend").streaming_content).decode()
 
     rows = list(csv.DictReader(io.StringIO(text)))
-    assert [(r["month"], r["amount"], r["currency"]) for r in rows] == [
-        (f"{last:%Y-%m}", "288.00", "EUR"),
-        (f"{month_of(timezone.now(), billing_zone()):%Y-%m}", "", ""),
+    assert [(r["month"], r["amount"], r["currency"], r["so_far"]) for r in rows] == [
+        (f"{last:%Y-%m}", "288.00", "EUR", "False"),
+        (f"{month_of(timezone.now(), billing_zone()):%Y-%m}", "0.00", "EUR", "True"),
     ]

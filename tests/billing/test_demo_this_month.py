@@ -1,10 +1,12 @@
-"""The demo's "cost so far" on My teams leads to a statement that says the same: the demo
-builds this month's draft for every team after importing the month's usage so far, and its
-total is the sum of its lines, as the My teams card and the team's month page show it."""
+"""The demo's month in progress is what the README says a month in progress is: no statement
+until it closes, its cost page previewing the lines it would hold ("not drafted yet") with the
+total My teams shows as the cost so far; and the demo's clock accrues its reserved card-hours
+as beat's hourly import would, so that money moves while the demo runs."""
 
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 from decimal import Decimal
 from io import StringIO
 
@@ -13,11 +15,15 @@ from django.core.management import call_command
 from django.test import Client
 from django.utils import timezone
 
-from billing.choices import StatementStatus
 from billing.conf import billing_zone
-from billing.demo import demo_billing_load
+from billing.demo import GPU_PRICES, demo_billing_load, demo_usage_accrue
 from billing.models import Statement
 from billing.pricing import month_of
+from billing.services.statements import statement_preview
+from pools.capacity.lifecycle import CHARGED_STATUSES
+from pools.capacity.models import Allocation
+from pools.common.choices import PricingMethod
+from pools.tenancy.models import Team
 from pools.tenancy.selectors import pool_admin_users
 
 pytestmark = pytest.mark.django_db
@@ -28,27 +34,48 @@ def _amount(text: str) -> Decimal:
     return Decimal(re.sub(r"[^\d.\-]", "", text))
 
 
-def test_the_demo_has_this_months_draft_and_my_teams_agrees_with_it():
+def _pages(client: Client, month) -> tuple[Decimal, Decimal, str]:
+    """(nlp's cost so far on My teams, the total on nlp's month page, that page)."""
+    page = client.get("/teams/mine/").content.decode()
+    card = re.search(r">NLP</a>.*?data-cost-so-far>([^<]+)<", page, re.S)
+    month_page = client.get(f"/costs/nlp/{month:%Y-%m}/").content.decode()
+    total = re.search(r'<div class="value">([^<]+)</div><div class="label">total', month_page)
+    assert card is not None and total is not None
+    return _amount(card.group(1)), _amount(total.group(1)), month_page
+
+
+def test_the_demo_previews_this_month_and_its_clock_moves_the_money():
     call_command("load_demo", stdout=StringIO())
-    demo_billing_load(months=1)
-    month = month_of(timezone.now(), billing_zone())
-    draft = Statement.objects.get(team__slug="nlp", month=month)
-    assert draft.status == StatementStatus.DRAFT
-    # the lines' amounts added up here, not the statement's own total
-    by_hand = sum((line.amount for line in draft.lines.all()), Decimal(0))
+    now = timezone.now()
+    drafts = demo_billing_load(months=1, now=now)
+    month = month_of(now, billing_zone())
+    assert drafts and all(s.month < month for s in drafts)
+    assert not Statement.objects.filter(month=month).exists()
+    team = Team.objects.get(slug="nlp")
+    _preview, lines = statement_preview(team=team, month=month, now=now)
+    # the lines' amounts added up here, not the preview's own total
+    by_hand = sum((line.amount for line in lines), Decimal(0))
     assert by_hand > 0  # the month's L40S reservation and jobs so far
-    assert draft.total_amount == by_hand
 
     client = Client()
     client.force_login(pool_admin_users().first())  # sees every team
-    page = client.get("/teams/mine/").content.decode()
-    card = re.search(r">NLP</a>.*?data-cost-so-far>([^<]+)<", page, re.S)
-    assert card is not None and _amount(card.group(1)) == by_hand
+    so_far, total, month_page = _pages(client, month)
+    assert so_far == total == by_hand
+    assert "not drafted yet" in month_page
 
-    month_page = client.get(f"/costs/nlp/{month:%Y-%m}/").content.decode()
-    total = re.search(r'<div class="value">([^<]+)</div><div class="label">total', month_page)
-    assert total is not None and _amount(total.group(1)) == by_hand
-    # every demo team has this month's draft, not only the one with burst lines
-    assert set(Statement.objects.filter(month=month).values_list("team__slug", flat=True)) == {
-        *Statement.objects.values_list("team__slug", flat=True)
-    }
+    # an hour later, by the clock's import: each of nlp's reserved allocations running through
+    # that hour adds its cards x 1 h x its model's reserved demo price (billing.demo.GPU_PRICES)
+    later = now + timedelta(hours=1)
+    running = Allocation.objects.filter(
+        team=team, pricing_method=PricingMethod.RESERVED, status__in=CHARGED_STATUSES,
+        starts_at__lte=now, ends_at__gte=later,
+    ).select_related("gpu_model")  # fmt: skip
+    hour = sum(
+        (a.card_count * Decimal(GPU_PRICES[a.gpu_model.slug][0]) for a in running), Decimal(0)
+    )
+    assert hour > 0  # nlp's 8 L40S serving (0.95 EUR) and 4 A100 fine-tune (1.90 EUR)
+    assert demo_usage_accrue(now=later) > 0
+    moved, moved_total, _ = _pages(client, month)
+    assert moved == moved_total
+    # each line rounds half-up to the cent: a line's share of the hour may move by 0.01
+    assert abs(moved - (by_hand + hour)) <= Decimal("0.01") * len(lines)

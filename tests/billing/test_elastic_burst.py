@@ -65,3 +65,13 @@ def test_a_burst_price_on_the_card_wins(team, elastic, l40s):
     assert (burst.quantity, burst.unit_price, burst.amount) == (
         Decimal(12), Decimal("5.00"), Decimal("60.00"),
     )  # fmt: skip
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_burst_import_runs_outside_a_callers_transaction(elastic):
+    """Beat's usage import (and the demo's clock) call it with no transaction open: it opens its
+    own, as the reservation import does, for the source lock it takes (it raised
+    "billing_lock('usage-import:elastic-burst') needs a transaction")."""
+    report = usage_import_elastic_burst(start=utc(2026, 10, 1), end=utc(2026, 11, 1),
+                                        now=utc(2026, 11, 2))  # fmt: skip
+    assert report.records_created == 1  # the allocation's October burst

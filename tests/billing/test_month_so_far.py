@@ -52,6 +52,7 @@ def test_the_month_in_progress_shows_its_lines_so_far_and_writes_nothing(
         dashboard = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
 
     assert "not drafted yet" in page and "No statement yet" in page
+    assert '<span class="badge in-progress" data-so-far>not drafted yet</span>' in page
     assert "570.00 EUR" in page and "456" in page
     assert "No statement for December 2026 yet" not in page
     assert (Statement.objects.count(), StatementLine.objects.count()) == (0, 0)
@@ -63,7 +64,8 @@ def test_the_lines_so_far_are_the_draft_the_month_close_would_write(
     client, team, team_member, reserved
 ):
     """The CSV so far holds the same lines as the draft ``statement_build`` writes (built after
-    the download, in the test): kind, basis, quantity and amount, line by line."""
+    the download, in the test): kind, basis, quantity and amount, line by line. Its status is
+    the month in progress's, as the page's badge says, not "draft": nothing is drafted yet."""
     client.force_login(team_member)
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         response = client.get(f"/costs/{team.slug}/2026-12/?export=csv")
@@ -71,8 +73,9 @@ def test_the_lines_so_far_are_the_draft_the_month_close_would_write(
     assert 'filename="so-far-' in response["Content-Disposition"]
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert [(r["basis"], r["quantity"], r["amount"], r["status"]) for r in rows] == [
-        ("reserved", "456.000", "570.00", "draft")  # card-hours to 3 places
+        ("reserved", "456.000", "570.00", "in-progress")  # card-hours to 3 places
     ]
+    assert Statement.objects.count() == 0
 
     draft = statement_build(team=team, month=date(2026, 12, 1), now=NOW)
     assert [(x.basis, x.quantity, x.amount) for x in draft.lines.order_by("position")] == [
@@ -93,6 +96,12 @@ def test_the_month_with_a_draft_shows_the_draft(client, team, team_member, reser
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         page = client.get(f"/costs/{team.slug}/2026-12/").content.decode()
     assert "not drafted yet" not in page and "FOCUS CSV" in page
+    assert '<span class="badge draft">Draft</span>' in page
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        rows = list(csv.DictReader(io.StringIO(
+            client.get(f"/costs/{team.slug}/2026-12/?export=csv").content.decode()
+        )))  # fmt: skip
+    assert [r["status"] for r in rows] == ["draft"]
 
 
 def test_the_dashboard_spend_card_shows_the_month_so_far_not_no_cost_data(
@@ -109,3 +118,19 @@ def test_the_dashboard_spend_card_shows_the_month_so_far_not_no_cost_data(
     assert f'href="/costs/{team.slug}/2026-12/" data-spend-so-far>570.00 EUR so far' in december
     assert "not drafted yet" in december and "no cost data" not in december
     assert "no cost data" in november and "so far" not in november
+
+
+def test_the_spend_csv_carries_the_month_so_far_as_the_spend_card_does(
+    client, team, team_member, reserved
+):
+    """The Spend card's December row says 570.00 EUR so far (456 card-hours x 1.25 EUR); its
+    CSV carries the same figure, marked ``so_far`` and not final. November: no statement, not
+    the month in progress: no cost data, an empty amount."""
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        response = client.get(f"/teams/{team.slug}/dashboard/?export=spend")
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert [(r["month"], r["amount"], r["currency"], r["final"], r["so_far"]) for r in rows] == [
+        ("2026-11", "", "", "False", "False"),
+        ("2026-12", "570.00", "EUR", "False", "True"),
+    ]

@@ -143,7 +143,7 @@ def test_the_queues_budget_row_stays_in_view_with_every_column_shown(
     all 11 columns shown at 390 px the table scrolls sideways, and the explanation ran 1,043 px
     wide with it; it now wraps within the visible width and stays there while scrolled."""
     reason = ("Beyond the month budget of NLP (all pools and models, 2026-12): 762.90 card-hours "
-              "used + 1343.97 committed to approved allocations + 192.00 requested > 898.00 "
+              "used + 1\u202f343.97 committed to approved allocations + 192.00 requested > 898.00 "
               "card-hours: a pool admin decides.")  # fmt: skip
     CapacityRequestFactory(team=ada.memberships.get().team, card_count=4,
                            budget_verdict="needs_admin", budget_reason=reason,

@@ -63,6 +63,7 @@ from pools.management.demo import (
     demo_burst_once,
     demo_elastic_history,
     demo_fleet,
+    demo_gpu_rollups,
     demo_serving_answers,
 )
 from pools.overrides.models import OverrideKind, TemporaryOverride
@@ -92,8 +93,8 @@ from scheduler_adapters.records import JobQueue, PendingJob, RunningJob
 from scheduler_adapters.types import InventorySource
 
 IDLE_HISTORY = timedelta(days=2)
-"""How long nlp's serving and shaped fine-tune have run when the demo is loaded: the idle
-findings' series and windows and the advisor's rows fit in it."""
+"""How long nlp's serving and shaped fine-tune and vision's pre-training have run when the demo
+is loaded: the idle findings' series and windows and the advisor's rows fit in it."""
 CAPTURES = Path(settings.BASE_DIR) / "tests" / "fixtures" / "nvidia-smi"
 TEAMS = [
     ("nlp", "NLP", "CC-4100"),
@@ -182,18 +183,22 @@ class Command(BaseCommand):
 
         admin = users["admin"]
         soon = now + timedelta(minutes=1)
-        training = ask(
-            "bob",
-            "vision",
-            "training",
-            "train-slurm",
-            "a100_80g_sxm",
-            16,
-            soon,
-            14,
-            "Detector pre-training, 2 nodes.",
-        )
-        capacity_request_approve(request=training, actor=admin, reason="fits the quarter plan")
+        # vision's pre-training, granted IDLE_HISTORY ago like nlp's two below: no job has
+        # used its cards since, so the idle page's dry-run finding stands on it (_idle_findings)
+        with demo_clock(now - IDLE_HISTORY - timedelta(minutes=1)):
+            training = ask(
+                "bob",
+                "vision",
+                "training",
+                "train-slurm",
+                "a100_80g_sxm",
+                16,
+                now - IDLE_HISTORY,
+                14,
+                "Detector pre-training, 2 nodes.",
+                ends_at=soon + 14 * day,
+            )
+            capacity_request_approve(request=training, actor=admin, reason="fits the quarter plan")
         # nlp's serving here and its shaped fine-tune below have run for two days already (the
         # idle findings and the advisor's rows stand on them): asked, approved and granted two
         # days ago, as the audit trail then says (pools.management.backdate), and ending where
@@ -541,8 +546,8 @@ class Command(BaseCommand):
         serving is overloaded (a long queue at the peaks, a full KV cache, retractions, free
         framebuffer falling through the days), so the Serving panels show both shapes
         without Prometheus."""
-        if ServingRollup.objects.exists():
-            return
+        if ServingRollup.objects.filter(allocation__pool__slug="infer-k8s").exists():
+            return  # loaded before (the idle pre-training's rows are _idle_findings')
         now = timezone.now()
         end = bucket_floor(now)
         rng = random.Random(30)
@@ -615,8 +620,11 @@ class Command(BaseCommand):
         """Reclamation policies and the findings an idle scan would have left, with the series
         it would have read (a fake dcgm-exporter: a few busy cards, the rest near 0 %), so the
         idle page shows every state: reclaim in a few hours, dry run past its grace, resolved.
-        They stand on the two demo allocations granted :data:`IDLE_HISTORY` ago
-        (:meth:`_requests`)."""
+        They stand on two demo allocations granted :data:`IDLE_HISTORY` ago (:meth:`_requests`):
+        nlp's serving and vision's pre-training, whose cards no job has used. The pre-training's
+        readings of the whole time are kept as its serving rollups, so its serving page shows
+        the idleness its finding was judged on (nlp's shaped fine-tune, busy, has none: the
+        advisor's rows are its readings, :meth:`_advisor`)."""
         if IdleFinding.objects.exists():
             return
         pools = {p.slug: p for p in Pool.objects.all()}
@@ -625,24 +633,17 @@ class Command(BaseCommand):
         )
         training_policy, _ = ReclamationPolicy.objects.get_or_create(pool=pools["train-slurm"])
         now = timezone.now().replace(second=0, microsecond=0)
-        # nlp's serving and shaped fine-tune, granted IDLE_HISTORY ago (_requests)
-        running = {}
-        for a in (
-            Allocation.objects.filter(
-                status__in=RUNNING_STATUSES, starts_at__lte=now - IDLE_HISTORY
-            )
-            .select_related("pool", "team", "gpu_model")
-            .order_by("-pk")
-        ):
-            running[a.pool.slug] = a
-        serving, training = running.get("infer-k8s"), running.get("train-slurm")
+        granted = Allocation.objects.filter(
+            status__in=RUNNING_STATUSES, starts_at__lte=now - IDLE_HISTORY
+        ).select_related("pool", "team", "gpu_model")
+        serving = granted.filter(pool__slug="infer-k8s", team__slug="nlp").first()
+        training = granted.filter(pool__slug="train-slurm", team__slug="vision").first()
         if serving is None or training is None:
             return
         rng = random.Random(7)
         hour = timedelta(hours=1)
 
-        def finding(allocation, policy, seen_at, busy, **fields):
-            devices = _demo_series(allocation, busy, seen_at, policy.window_minutes, rng)
+        def finding(allocation, policy, seen_at, devices, **fields):
             thresholds = policy_thresholds(policy)
             group = evaluate_group(
                 devices, held=allocation.card_count, end=seen_at.timestamp(), t=thresholds
@@ -668,12 +669,16 @@ class Command(BaseCommand):
                 **fields,
             )
 
+        def window(allocation, policy, seen_at, busy):
+            return _demo_series(allocation, busy, seen_at, policy.window_minutes, rng)
+
         # nlp's 8 L40S: 2 cards serve, 6 idle; warned 19 h ago, reclaimed in 5 h (24 h grace)
+        seen = now - timedelta(minutes=3)
         finding(
             serving,
             serving_policy,
-            now - timedelta(minutes=3),
-            busy=2,
+            seen,
+            window(serving, serving_policy, seen, busy=2),
             first_seen_at=now - 19 * hour,
             warned_at=now - 19 * hour,
         )
@@ -682,23 +687,37 @@ class Command(BaseCommand):
             serving,
             serving_policy,
             now - 30 * hour,
-            busy=3,
+            window(serving, serving_policy, now - 30 * hour, busy=3),
             state=IdleFindingState.RESOLVED,
             first_seen_at=now - 34 * hour,
             warned_at=now - 34 * hour,
             closed_at=now - 29 * hour,
             note="busy again: 8 cards busy",
         )
-        # vision's 16 A100 under a dry-run policy: idle for 30 h, would have been ended
+        # vision's 16 A100 under a dry-run policy: idle since they were granted, would have been
+        # ended 6 h ago; one series of the whole time, read for the finding and kept as rollups
+        idle_since = training.starts_at
+        minutes = int((seen - idle_since).total_seconds() // 60)
+        readings = _demo_series(training, 0, seen, minutes, rng)
         finding(
             training,
             training_policy,
-            now - timedelta(minutes=3),
-            busy=0,
+            seen,
+            readings,
             first_seen_at=now - 30 * hour,
             would_reclaim_at=now - 6 * hour,
             note="dry run: would end it",
         )
+        rows = demo_gpu_rollups(
+            readings,
+            start=bucket_floor(idle_since) + timedelta(minutes=5),
+            end=bucket_floor(seen),
+            busy_pct=float(training_policy.idle_below_pct),
+        )
+        stored = [ServingRollup(allocation=training, **row) for row in rows]
+        with transaction.atomic():  # as a pass stores them: the API's list joins coverage
+            ServingRollup.objects.bulk_create(stored)
+            serving_coverage_note(stored)
         # the scan record such a scan leaves, so the page does not say "no scan has run" above
         # the findings it shows (a demo has no Prometheus: the note says so)
         IdleScanRun.objects.create(

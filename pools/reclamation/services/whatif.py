@@ -34,6 +34,7 @@ from django.utils import timezone
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.lifecycle import RAN_STATUSES
 from pools.capacity.models import Allocation
+from pools.clusters.adapters import metrics_url
 from pools.common.choices import Scheduler
 from pools.common.errors import InvalidInput
 from pools.inventory.models import Node, Pool
@@ -119,6 +120,21 @@ class WhatIfReport:
     @property
     def card_hours_freed(self) -> float:
         return round(sum(r.card_hours_freed for r in self.rows), 2)
+
+
+NO_PROMETHEUS = (
+    "It replays each card's dcgm-exporter readings from Prometheus, and no Prometheus is "
+    "configured for this pool (its cluster's Prometheus URL, or PROMETHEUS_URL): the portal "
+    "keeps no per-card history of its own to replay."
+)
+
+
+def reclamation_whatif_unavailable(*, pool: Pool) -> str | None:
+    """Why a what-if of ``pool`` would fail before it is queued (:data:`NO_PROMETHEUS`: neither
+    its cluster's ``prometheus_url`` nor ``PROMETHEUS_URL`` is set), so the page can say so
+    instead of offering a run that ends ``unavailable``; ``None`` when it can read Prometheus
+    (which may still not answer)."""
+    return None if metrics_url(pool.cluster) else NO_PROMETHEUS
 
 
 def _policy(pool: Pool, overrides: dict | None) -> ReclamationPolicy:

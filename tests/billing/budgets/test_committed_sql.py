@@ -5,10 +5,12 @@ digit, over random allocations, rate changes and budgets; and both round money e
 Each example draws up to eight allocations of three teams (two share cost centre ``CC-1``) in
 two pools, of whole A100 or L40S cards or of A100 / A30 MIG slices (a 1g slice is 1/7 of an
 A100 and 1/4 of an A30: NVIDIA's MIG user guide), holding or not, priced reserved or on use,
-over second-and-microsecond windows around the clock; one to three rate cards from random days
-of March, April and May 2026 with random six-place reserved prices (one currency); and up to
-five budgets (a team's or the cost centre's, any pool / model scope, card-hours and money or
-card-hours only, a month or a quarter, in EUR, JPY or KWD minor units).
+over second-and-microsecond windows around the clock, with or without a reservation usage
+record ending anywhere in or after the window (where committed starts); one to three rate
+cards from random days of March, April and May 2026 with random six-place reserved prices (one
+currency); and up to five budgets (a team's or the cost centre's, any pool / model scope,
+card-hours and money or card-hours only, a month or a quarter, in EUR, JPY or KWD minor
+units).
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ allocations_st = st.lists(
         st.integers(0, 999_999),  # microseconds of the start
         st.sampled_from(["approved", "active", "expiring", "ended"]),
         st.sampled_from(["reserved", "reserved", "used"]),
+        st.one_of(st.none(), st.integers(0, 50 * 86400)),  # imported to, seconds from its start
     ),
     max_size=8,
 )
@@ -84,13 +87,14 @@ def world(db, infer_pool, train_pool):
 
 
 def _setup(world, allocations, budgets, cards):
-    from factories import AllocationFactory
+    from factories import AllocationFactory, UsageRecordFactory
 
     from billing.choices import RateKind
-    from billing.models import RateCard
+    from billing.models import RateCard, UsageRecord
     from billing.services.rates import rate_card_create
     from pools.capacity.models import Allocation
 
+    UsageRecord.objects.all().delete()
     Allocation.objects.all().delete()
     Budget.objects.all().delete()
     RateCard.objects.all().delete()
@@ -100,14 +104,22 @@ def _setup(world, allocations, budgets, cards):
             gpu_prices={(world.models[m].pk, RateKind.GPU_RESERVED): price * (i + 1)
                         for i, m in enumerate(("a100", "l40s", "a30"))},
         )  # fmt: skip
-    for team, pool, what, count, offset, length, micros, status, method in allocations:
+    for team, pool, what, count, offset, length, micros, status, method, imported in allocations:
         model, _, profile = what.partition(":")
         start = NOW + timedelta(seconds=offset, microseconds=micros)
-        AllocationFactory(
+        allocation = AllocationFactory(
             team=world.teams[team], pool=world.pools[pool], gpu_model=world.models[model],
             card_count=count, mig_profile=profile, starts_at=start,
             ends_at=start + timedelta(seconds=length), status=status, pricing_method=method,
         )  # fmt: skip
+        if imported is not None:  # its reservation record, ending anywhere (even past its end)
+            end = start + timedelta(seconds=imported)
+            UsageRecordFactory(
+                team=allocation.team, gpu_model=allocation.gpu_model, allocation=allocation,
+                quantity=Decimal(count * imported), basis="reserved", source="reservation",
+                source_id=f"alloc:{allocation.pk}", period_start=start, period_end=end,
+                month=date(start.year, start.month, 1), created_at=NOW, updated_at=NOW,
+            )  # fmt: skip
     made = []
     for owner, pool, model, money, period, currency in budgets:
         made.append(

@@ -246,9 +246,10 @@ def test_refuse_on_the_request_page_is_a_card_count_field_error(
 def test_approved_allocations_not_yet_accrued_count(team, team_member, train_pool, a100, used_30):
     """Two requests that each fit alone must not both pass together.
 
-    Budget 120 card-h; used 30. An approved reserved allocation of 4 A100 from 10:00 to 20:00
-    holds 4 × 8 = 32 card-h from now (12:00) to 20:00 (the 8 h before 12:00 are the
-    statements'): 30 + 32 + 80 = 142 > 120 → refused. Money (no limit here) not counted.
+    Budget 120 card-h; used 30. An approved reserved allocation of 4 A100 from 10:00 to 20:00,
+    which no reservation import has accrued yet, commits all of it, 4 × 10 = 40 card-h (the
+    hours since 10:00 are in no statement yet): 30 + 40 + 80 = 150 > 120 → refused. Money (no
+    limit here) not counted.
     Without the allocation: 30 + 80 = 110 <= 120 passes (test_within_budget_passes_silently).
     """
     from factories import AllocationFactory
@@ -260,9 +261,9 @@ def test_approved_allocations_not_yet_accrued_count(team, team_member, train_poo
     with pytest.raises(BudgetExceeded) as caught:
         ask(team_member, team, train_pool, a100)
     data = caught.value.data
-    assert (data["used"], data["committed"], data["requested"]) == ("30", "32", "80")
+    assert (data["used"], data["committed"], data["requested"]) == ("30", "40", "80")
     assert (
-        "30.00 card-hours used + 32.00 committed to approved allocations + 80.00"
+        "30.00 card-hours used + 40.00 committed to approved allocations + 80.00"
         in (data["errors"]["card_count"])
     )
 

@@ -131,3 +131,52 @@ def test_the_queue_and_the_api_list_judge_budgets_in_constant_queries(
     assert [r["budget_verdict_now"] for r in answer.json()["results"]] == ["needs_admin"] * 8
     assert many == few
     assert api_many == api_few
+
+
+def _check(team, pool, model):
+    """The budgets' verdict now on the request ``_submitted`` asks for."""
+    from billing.budgets.enforcement import budget_check
+
+    return budget_check(team=team, pool=pool, gpu_model=model, cards=8,
+                        starts_at=NOW.replace(hour=13), ends_at=NOW.replace(hour=23))  # fmt: skip
+
+
+def test_the_reason_groups_thousands_as_the_page_does_and_data_stays_plain(
+    admin_page, admin_api, team, train_pool, a100
+):
+    """1,250 A100 card-hours used, a 1,300 card-hour budget: 1,250 + 80 = 1,330 > 1,300. The
+    reason groups thousands with a narrow no-break space (U+202F) as the page's numbers do, on
+    the queue and in the API's reason alike (one string, for people); the figures for machines
+    are the verdict's ``data``, plain ("1250")."""
+    _used(team, a100, 1250)
+    request = _submitted(team, train_pool, a100)
+    _budget(team, 1300)
+    reason = (
+        "Beyond the month budget of NLP (all pools and models, 2026-03): 1\u202f250.00 "
+        "card-hours used + 80.00 requested > 1\u202f300.00 card-hours: a pool admin decides."
+    )
+
+    page = admin_page.get("/requests/queue/").content.decode()
+    answer = admin_api.get(f"/api/v1/requests/{request.pk}/").json()
+    verdict = _check(team, train_pool, a100)
+
+    assert f"#{request.pk} over budget now:</strong> {escape(reason)}" in page
+    assert "1250.00" not in page
+    assert answer["budget_reason_now"] == reason
+    assert (verdict.reason, verdict.data["used"], verdict.data["limit"]) == (reason, "1250", "1300")
+
+
+def test_a_money_reason_is_in_the_pages_money_format(team, train_pool, a100):
+    """1,250 A100 card-hours used at 3.00 EUR (on use) = 3,750.00 EUR; the request 8 × 10 = 80
+    reserved card-hours at 2.00 = 160.00 EUR; 3,750.00 + 160.00 = 3,910.00 > 3,800.00 EUR."""
+    _used(team, a100, 1250)
+    Budget.objects.create(team=team, period="month", starts_on=date(2026, 1, 1),
+                          money_limit=Decimal(3800), currency="EUR",
+                          enforcement="warn")  # fmt: skip
+
+    verdict = _check(team, train_pool, a100)
+
+    assert ": 3\u202f750.00 EUR used + 160.00 requested > 3\u202f800.00 EUR: a warning." in (
+        verdict.reason
+    )
+    assert (verdict.data["used"], verdict.data["requested"]) == ("3750", "160")

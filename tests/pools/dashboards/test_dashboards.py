@@ -291,8 +291,8 @@ def test_team_dashboard_usage_and_spend(fleet):
     assert rows[1].endswith(",2,active," + allocation.starts_at.isoformat() + ","
                             + allocation.ends_at.isoformat() + ",48.00,3.00,6")  # fmt: skip
     spend = _csv(member.get("/teams/nlp/dashboard/?export=spend"))
-    assert spend[1] == f"{previous_month(month):%Y-%m},123.40,EUR,False"  # to the cent
-    assert spend[2] == f"{month:%Y-%m},,,False"
+    assert spend[1] == f"{previous_month(month):%Y-%m},123.40,EUR,False,False"  # to the cent
+    assert spend[2] == f"{month:%Y-%m},,,False,False"  # no rate card: no cost so far either
 
 
 def test_metrics_needs_no_login(client):

@@ -271,6 +271,26 @@ def test_policy_page_without_prometheus(admin_page, world, django_capture_on_com
     assert "What-if unavailable: no Prometheus configured (PROMETHEUS_URL)." in body
 
 
+@override_settings(PROMETHEUS_URL="")
+def test_policy_page_says_before_a_run_that_without_prometheus_the_what_if_cannot_run(
+    admin_page, world
+):
+    """The demo's case: no cluster URL and no PROMETHEUS_URL. The form says why and its button
+    is off, instead of offering a run that would end "unavailable"."""
+    body = admin_page.get("/idle/policies/", {"pool": "infer"}).content.decode()
+    assert "data-whatif-unavailable" in body
+    assert "no Prometheus is configured for this pool" in body
+    assert "<button disabled>Run what-if</button>" in body
+    assert not ReclamationWhatIf.objects.exists()
+
+
+@override_settings(PROMETHEUS_URL="http://prometheus.test:9090")
+def test_policy_page_offers_the_what_if_when_a_prometheus_is_configured(admin_page, world):
+    body = admin_page.get("/idle/policies/", {"pool": "infer"}).content.decode()
+    assert "data-whatif-unavailable" not in body
+    assert "<button>Run what-if</button>" in body
+
+
 def test_the_what_if_form_runs_and_keeps_the_saved_dry_run(
     admin_page, world, monkeypatch, django_capture_on_commit_callbacks
 ):
