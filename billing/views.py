@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import date
+from datetime import date, datetime, timedelta
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -18,7 +18,7 @@ from billing.choices import ChargeBasis
 from billing.conf import billing_zone
 from billing.dashboards.serving import team_showback
 from billing.focus import focus_csv
-from billing.pricing import month_of, next_month, previous_month, round_money
+from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from billing.reports import (
     ambiguous_time_of,
     idle_costs_csv,
@@ -33,25 +33,56 @@ from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
 from pools.tenancy.selectors import member_team_list, team_list
-from pools.web.pages import Column, checked_page, csv_response, pool_admin_required
+from pools.web.pages import (
+    Column,
+    ParameterInvalid,
+    checked_page,
+    csv_response,
+    pool_admin_required,
+)
 
 STATEMENTS_PER_PAGE = 50
 LINES_PER_PAGE = 100
 
 
-def _month(text: str | None) -> date:
-    """The month a cost page shows: ``YYYY-MM`` within the portal's dates (2000–2100), else 404
-    (there are no statements outside, and year 1 has no month before it to link to)."""
+MONTH_FORMAT = "a month YYYY-MM (2026-11)"
+
+
+def _month(text: str | None, *, back: str = "") -> date:
+    """The month a cost page shows: ``YYYY-MM`` within the portal's dates (2000–2100); absent
+    or empty, last month. Text that is no month (``2026-13``, ``junk``) raises
+    :class:`ParameterInvalid` naming ``month`` (a 400 page, as the calendars' ``?month=``); a
+    month outside the dates is a 404 (there are no statements outside, and year 1 has no month
+    before it to link to). ``back``: the page to offer instead when ``text`` came in the path
+    (the month in progress's page), empty for the query's ``?month=``."""
     if not text:
         return previous_month(month_of(timezone.now(), billing_zone()))
     try:
         year, month = (int(p) for p in text.split("-"))
         first = date(year, month, 1)
-    except ValueError as exc:
-        raise Http404("month is YYYY-MM") from exc
+    except ValueError:
+        if back:
+            raise ParameterInvalid(
+                "month", MONTH_FORMAT, path_value=text, back=back, back_text="This month's page"
+            ) from None
+        raise ParameterInvalid("month", MONTH_FORMAT) from None
     if not date_in_range(first):
         raise Http404(DATE_RANGE_MESSAGE)
     return first
+
+
+def _month_instant(month: date) -> datetime:
+    """The instant whose budgets a cost page of ``month`` shows: now for the month in progress,
+    else the month's last microsecond (billing zone), so a budget that started in the month
+    counts and one that starts after it does not."""
+    now = timezone.now()
+    end = local_midnight(next_month(month), billing_zone()) - timedelta(microseconds=1)
+    return min(now, end) if month <= month_of(now, billing_zone()) else end
+
+
+def _this_month_url(name: str, *args) -> str:
+    """The address of cost page ``name`` for the month in progress (``args`` before it)."""
+    return reverse(name, args=[*args, f"{month_of(timezone.now(), billing_zone()):%Y-%m}"])
 
 
 def _chart(items, label):
@@ -110,7 +141,7 @@ def team_month(request, team: str, month: str):
     team_obj = get_object_or_404(Team, slug=team)
     if not may_see_costs(request.user, team_obj):
         raise Http404("No such team.")
-    month_d = _month(month)
+    month_d = _month(month, back=_this_month_url("billing:team-month", team_obj.slug))
     statement = (
         selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
     )
@@ -169,7 +200,7 @@ def team_month(request, team: str, month: str):
         ),
         "model_chart": _chart(by_model, "Cost"),
         "team_links": _team_links(request.user, team_obj, month_d),
-        "budget_banner": team_budget_banner(team_id=team_obj.pk),
+        "budget_banner": team_budget_banner(team_id=team_obj.pk, at=_month_instant(month_d)),
         "currency": (statement or preview).currency if statement or preview else None,
     }
     return render(request, "billing/team_month.html", context)
@@ -219,7 +250,7 @@ STATEMENT_COLUMNS = (
 
 @pool_admin_required
 def finance_month(request, month: str):
-    month_d = _month(month)
+    month_d = _month(month, back=_this_month_url("billing:finance-month"))
     export = request.GET.get("export")
     if export is not None and export not in FINANCE_MONTH_EXPORTS:
         return _unknown_export(export, FINANCE_MONTH_EXPORTS)

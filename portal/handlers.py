@@ -76,7 +76,8 @@ def bad_request(request, exception):
 
 def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:
     """The 400 page of a query parameter a page cannot read: which one, the value sent, what
-    it may be, and a link to the same page without it (its other parameters kept). Raised
+    it may be, and a link to the same page without it (its other parameters kept); of a part
+    of the path, a link to the page the view offers instead. Raised
     inside a view, so the request has its user: the portal's layout, or for htmx only the
     message (``bad_parameter.html#message``)."""
     query = request.GET.copy()
@@ -86,7 +87,12 @@ def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:
         "value": request.GET.get(exception.parameter, ""),
         "allowed": exception.allowed,
         "back": f"{request.path}?{query.urlencode()}" if query else request.path,
+        "in_path": exception.path_value is not None,
     }
+    if exception.path_value is not None:  # a part of the path: no page "without it"
+        context.update(
+            value=exception.path_value, back=exception.back, back_text=exception.back_text
+        )
     htmx = request.headers.get("HX-Request") == "true"
     template = "bad_parameter.html#message" if htmx else "bad_parameter.html"
     return render(request, template, context, status=400)

@@ -239,13 +239,20 @@ def _dimension(budget: Budget, unit: str, limit, used, previous_used) -> Dimensi
     return Dimension(unit, limit, carried, used)
 
 
-def team_budget_banner(*, team_id: int, now: datetime | None = None) -> list[BudgetStatus]:
+def team_budget_banner(
+    *, team_id: int, now: datetime | None = None, at: datetime | None = None
+) -> list[BudgetStatus]:
     """The team's budgets at or beyond :data:`~billing.budgets.periods.BANNER_PERCENT` used
-    (what the banner on the team's pages lists), fullest first."""
+    (what the banner on the team's pages lists), fullest first: each in its period containing
+    ``at`` (aware; default ``now``), usage counted up to ``now``. With ``at`` a budget whose
+    first period starts after ``at`` is left out (:func:`budget_statuses` would show it in that
+    later period: a November page showed December's budget)."""
     centre = Team.objects.filter(pk=team_id).values_list("cost_centre", flat=True).first()
     owner = Q(team_id=team_id) | (Q(team__isnull=True, cost_centre=centre) if centre else Q())
     statuses = budget_statuses(
-        Budget.objects.filter(owner).select_related("team", "pool", "gpu_model"), now=now
+        Budget.objects.filter(owner).select_related("team", "pool", "gpu_model"), now=now, at=at
     ).values()
+    if at is not None:
+        statuses = [s for s in statuses if s.starts_at <= at < s.ends_at]
     shown = [s for s in statuses if s.exhausted or (s.percent or 0) >= p.BANNER_PERCENT]
     return sorted(shown, key=lambda s: -(s.percent or Decimal(10**6)))

@@ -12,14 +12,13 @@ has 23 or 25 hours. Weeks are ISO weeks (Monday first), named ``YYYY-Www``.
 from __future__ import annotations
 
 import re
-from bisect import bisect_left
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from itertools import pairwise
 
 from django.utils import timezone
 
-from pools.capacity.arithmetic import peak_cards
+from pools.capacity.arithmetic import peaks_per_span
 from pools.capacity.availability import holding_intervals, pool_free_cards
 from pools.capacity.window import (
     WindowHolds,
@@ -138,20 +137,17 @@ def maintenance_holds(*, pool, gpu_model, start, end) -> list[Hold]:
 def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
     """Free cards over each day ``[bounds[i], bounds[i + 1])``:
     :func:`pool_free_cards` of the day, given the day's peak of what holds cards over the whole
-    span (:func:`holding_intervals`, read once) and the inventory generation it is read at.
-    Four queries (the generation, the allocations, the recurring rules, the maintenance
-    windows), whatever the number of days or allocations."""
+    span (:func:`holding_intervals`, read once; each day's peak by
+    :func:`pools.capacity.arithmetic.peaks_per_span`, as the capacity timeline finds it) and the
+    inventory generation it is read at. Four queries (the generation, the allocations, the
+    recurring rules, the maintenance windows), whatever the number of days or allocations."""
     generation = inventory_generation()
     intervals = holding_intervals(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
-    # as Unix seconds, by start: a day sweeps only what starts before its end (a month of a
-    # 16,000-card pool is ~1,700 intervals, 31 sweeps over all of them took 0.37 s)
-    spans = sorted((s.timestamp(), e.timestamp(), n) for s, e, n in intervals)
-    starts = [span[0] for span in spans]
     free = []
-    for start, end in pairwise(bounds):
-        lo, hi = start.timestamp(), end.timestamp()
-        inside = [span for span in spans[: bisect_left(starts, hi)] if span[1] > lo]
-        holds = WindowHolds(generation, peak_cards(inside, lo, hi), None, None)
+    for (start, end), (peak, _) in zip(
+        pairwise(bounds), peaks_per_span(intervals, bounds), strict=True
+    ):
+        holds = WindowHolds(generation, peak, None, None)
         free.append(
             pool_free_cards(pool=pool, gpu_model=gpu_model, start=start, end=end, holds=holds)
         )

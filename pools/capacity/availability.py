@@ -7,6 +7,7 @@ not in MIG mode) and, when a CUDA version is asked for, whose driver group suppo
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -15,7 +16,7 @@ from decimal import Decimal
 from django.db.models import Count, Sum
 from django.template.defaultfilters import pluralize
 
-from pools.capacity.arithmetic import free_after_peak, free_cards, usable_cards
+from pools.capacity.arithmetic import free_after_peak, free_cards, peaks_per_span, usable_cards
 from pools.capacity.models import Allocation
 from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import AwayNode
@@ -535,18 +536,15 @@ RECURRING_HELD = "recurring reservations"
 MAINTENANCE_AWAY = "maintenance"
 
 
-def blocked_cards_at(
-    *, start: datetime, end: datetime, instants: list[datetime]
-) -> dict[tuple[int, int], dict[str, list[int]]]:
-    """By ``(pool id, model id)``: whole cards held at each of ``instants`` (aware, within
-    ``[start, end)``) by the occurrences of active recurring reservations
-    (:data:`RECURRING_HELD`) and taken away by planned maintenance windows
-    (:data:`MAINTENANCE_AWAY`: :func:`pools.capacity.window.maintenance_intervals_by_pool_model`),
-    each a list as long as ``instants``; an occurrence or window ``[a, b)`` counts at ``t`` when
-    ``a <= t < b``. Only the pairs and kinds with some card at some instant (a window between
-    two samples is not seen, as an allocation's is not). What the approval counts besides
-    allocations (:class:`CapacitySnapshot`), so the timeline shows no free card the approval
-    would refuse. Two queries."""
+def blocked_intervals(
+    *, start: datetime, end: datetime
+) -> dict[tuple[int, int], dict[str, list[tuple[datetime, datetime, int]]]]:
+    """By ``(pool id, model id)`` and kind: ``(starts_at, ends_at, cards)`` of the occurrences
+    of active recurring reservations (:data:`RECURRING_HELD`) and of the planned maintenance
+    windows (:data:`MAINTENANCE_AWAY`:
+    :func:`pools.capacity.window.maintenance_intervals_by_pool_model`) overlapping
+    ``[start, end)``: what the approval counts besides allocations (:class:`CapacitySnapshot`,
+    :func:`holding_intervals`). Two queries."""
     intervals: dict[tuple[int, int], dict[str, list]] = {}
     for reservation in RecurringReservation.objects.overlapping_dates(start, end):
         key = (reservation.pool_id, reservation.gpu_model_id)
@@ -556,6 +554,25 @@ def blocked_cards_at(
         ]
     for key, away in maintenance_intervals_by_pool_model(start, end).items():
         intervals.setdefault(key, {}).setdefault(MAINTENANCE_AWAY, []).extend(away)
+    return intervals
+
+
+def blocked_cards_at(
+    *,
+    start: datetime,
+    end: datetime,
+    instants: list[datetime],
+    intervals: dict[tuple[int, int], dict[str, list]] | None = None,
+) -> dict[tuple[int, int], dict[str, list[int]]]:
+    """By ``(pool id, model id)``: whole cards held at each of ``instants`` (aware, within
+    ``[start, end)``) by the occurrences of active recurring reservations
+    (:data:`RECURRING_HELD`) and taken away by planned maintenance windows
+    (:data:`MAINTENANCE_AWAY`), each a list as long as ``instants``; an occurrence or window
+    ``[a, b)`` counts at ``t`` when ``a <= t < b``. Only the pairs and kinds with some card at
+    some instant. ``intervals``: :func:`blocked_intervals` of the window when the caller read
+    them already (no query), else read here (two queries)."""
+    if intervals is None:
+        intervals = blocked_intervals(start=start, end=end)
     found: dict[tuple[int, int], dict[str, list[int]]] = {}
     for key, kinds in intervals.items():
         for kind, spans in kinds.items():
@@ -563,3 +580,30 @@ def blocked_cards_at(
             if any(cards):
                 found.setdefault(key, {})[kind] = cards
     return found
+
+
+def peaks_by_pool_model(
+    *, bounds: list[datetime], blocked: dict[tuple[int, int], dict[str, list]]
+) -> dict[tuple[int, int], list[tuple[int, datetime]]]:
+    """By ``(pool id, model id)``: for each span ``[bounds[i], bounds[i + 1])`` (aware,
+    ascending) the most whole cards held at any instant of it and the first instant they are
+    (:func:`pools.capacity.arithmetic.peaks_per_span`), counting what :func:`holding_intervals`
+    counts for a pool × model -- holding allocations of whole cards, and ``blocked``
+    (:func:`blocked_intervals` of the same span: recurring reservations' occurrences, planned
+    maintenance) -- so that :func:`pools.capacity.arithmetic.free_after_peak` of a span's peak
+    is the free cards :func:`pool_free_cards` gives the approval for it. Only the pairs with
+    something in the span. One query: the holding allocations' ``(pool, model, start, end,
+    cards)`` over the whole span."""
+    by_key: dict[tuple[int, int], list] = defaultdict(list)
+    rows = (
+        Allocation.objects.holding()
+        .whole_cards()
+        .overlapping(bounds[0], bounds[-1])
+        .values_list("pool_id", "gpu_model_id", "starts_at", "ends_at", "card_count")
+    )
+    for pool_id, model_id, s, e, n in rows:
+        by_key[(pool_id, model_id)].append((s, e, n))
+    for key, kinds in blocked.items():
+        for spans in kinds.values():
+            by_key[key].extend(spans)
+    return {key: peaks_per_span(spans, bounds) for key, spans in by_key.items()}

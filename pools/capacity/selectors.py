@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
+from datetime import datetime
 
 from django.conf import settings
 from django.db.models import (
@@ -24,6 +25,7 @@ from django.db.models.functions import RowNumber
 from django.db.models.query import RawQuerySet
 from django.utils.module_loading import import_string
 
+from pools.capacity.availability import peaks_by_pool_model
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
 from pools.common.generation import cached
@@ -262,6 +264,34 @@ def timeline_holdings(
         slug, name = teams.get(team, (None, None))
         series.append(TimelineSeries(pool, model, name, slug, cards))
     return series
+
+
+def timeline_peaks(
+    *, bounds: list, blocked: dict
+) -> dict[tuple[int, int], list[tuple[int, datetime]]]:
+    """:func:`pools.capacity.availability.peaks_by_pool_model` of ``bounds`` and ``blocked``
+    (:func:`pools.capacity.availability.blocked_intervals` of the same span), kept in the shared
+    cache under the allocations' generation, the bounds and a digest of ``blocked`` (read afresh
+    by the caller, two small queries: a new reservation or maintenance window is a new key), at
+    most :data:`TIMELINE_CACHE_S`, as :func:`timeline_holdings`' sums are. At 100,800 GPUs
+    reading the window's ~37,000 allocations' intervals and sweeping them cost ~380 ms of CPU
+    a page (the noon-sampled timeline's whole page: ~43 ms); kept, the page costs ~51 ms
+    (``benchmarks/fleet.py``, in turn on a loaded machine). Inside a transaction read afresh
+    and not kept."""
+    spans = sorted(
+        (key, kind, tuple(sorted(rows))) for key, kinds in blocked.items()
+        for kind, rows in kinds.items()
+    )  # fmt: skip
+    digest = hashlib.sha256(
+        "|".join([*(b.isoformat() for b in bounds), repr(spans)]).encode()
+    ).hexdigest()
+    key = f"capacity:timeline-peaks:{allocations_generation()}:{digest}"
+    return cached(
+        key,
+        lambda: peaks_by_pool_model(bounds=bounds, blocked=blocked),
+        TIMELINE_CACHE_S,
+        fits=lambda found: isinstance(found, dict),
+    )
 
 
 def _slugs_and_names(teams: QuerySet[Team]) -> dict[int, tuple[str, str]]:

@@ -23,12 +23,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 from pools.audit import selectors as audit_selectors
 from pools.capacity import request_page_csv
 from pools.capacity import selectors as capacity_selectors
-from pools.capacity.arithmetic import card_hours, usable_cards
+from pools.capacity.arithmetic import card_hours, free_after_peak, usable_cards
 from pools.capacity.availability import (
     MAINTENANCE_AWAY,
     RECURRING_HELD,
     CapacitySnapshot,
     blocked_cards_at,
+    blocked_intervals,
     pool_free_slices,
     pool_slices,
     request_options,
@@ -727,7 +728,8 @@ TIMELINE_COLUMNS = [
     Column("gpu_model", lambda r: r["gpu_model"].slug),
     Column("day", lambda r: r["day"].date().isoformat()),
     Column("team", lambda r: r["team"]),  # a slug, "other teams" or a blocked kind
-    Column("cards_held_at_noon", lambda r: r["cards"]),
+    Column("cards_held_at_peak", lambda r: r["cards"]),
+    Column("peak_at", lambda r: r["peak_at"].isoformat()),
     Column("usable_cards", lambda r: r["usable"]),
 ]
 
@@ -735,18 +737,24 @@ TIMELINE_COLUMNS = [
 def timeline(request):
     """Cards held per day for the next 8 weeks, per pool and GPU model, against usable cards.
 
-    Summed in the database (``capacity_selectors.timeline_holdings``), so the page costs the
-    same whatever the fleet holds; each chart lists the first :data:`TIMELINE_ALLOCATIONS` of
-    the user's allocations in it, with a link to all of them. ``?export=csv``: the charts'
-    bars as CSV (:data:`TIMELINE_COLUMNS`), one row per pool × GPU model × day × team, the team
-    by slug as in the requests' and allocations' CSVs (teams the user is not in summed as
-    :data:`OTHER_TEAMS`), in the page's order.
+    Each day of a chart is drawn at its busiest instant: the first instant of the day at which
+    the most cards are held (:func:`pools.capacity.availability.peaks_by_pool_model`, every
+    allocation start and end a breakpoint, so an allocation of a few hours counts), and
+    ``free`` is :func:`pools.capacity.arithmetic.free_after_peak` of that peak: the free cards
+    the approval, the explainer and the week calendar give for the whole day. The bars are each
+    team's cards at that instant (summed in the database,
+    ``capacity_selectors.timeline_holdings``), so they stack to the peak. Each chart lists the
+    first :data:`TIMELINE_ALLOCATIONS` of the user's allocations in it, with a link to all of
+    them. ``?export=csv``: the charts' bars as CSV (:data:`TIMELINE_COLUMNS`, ``peak_at`` the
+    busiest instant), one row per pool × GPU model × day × team, the team by slug as in the
+    requests' and allocations' CSVs (teams the user is not in summed as :data:`OTHER_TEAMS`),
+    in the page's order.
 
     Besides the allocations, the cards recurring reservations hold and planned maintenance
     windows take away (:func:`pools.capacity.availability.blocked_cards_at`) are bars of their
     own, after the teams' (in the CSV, rows whose ``team`` is :data:`RECURRING_HELD` or
     :data:`MAINTENANCE_AWAY`), as the approval counts them; each chart's ``free`` is usable
-    minus all of them at each noon, never below 0.
+    minus all of them at each day's busiest instant, never below 0.
 
     ``?team=<slug>`` (a team the user may see, :class:`TimelineFilterSet`): that team alone is
     named and its allocations alone listed, every other team's cards "other teams" (the bars'
@@ -763,20 +771,29 @@ def timeline(request):
     start = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     days = [start + timedelta(days=i) for i in range(56)]
     end = days[-1] + timedelta(days=1)
+    spans = blocked_intervals(start=start, end=end)
+    peaks = capacity_selectors.timeline_peaks(bounds=[*days, end], blocked=spans)
+    # every chart's busiest instants, one list for the database's sums; each chart reads its own
+    instants = sorted({at for per_day in peaks.values() for _, at in per_day})
+    position = {at: i for i, at in enumerate(instants)}
     # Capacity is shared, so every team's holdings count; a member sees other teams' cards
     # summed as "other teams", never their names or allocations (the selector says how).
-    noons = [day + timedelta(hours=12) for day in days]  # cards held at noon: a daily sample
     series = capacity_selectors.timeline_holdings(
-        user=request.user, start=start, end=end, instants=noons, team=chosen
+        user=request.user, start=start, end=end, instants=instants, team=chosen
     )
     # per chart: (team name, team slug) -> cards, "other teams" both for the rest (no slug
     # holds a space); two teams of one name stay two bars
     groups: dict[tuple, dict[tuple[str, str], list[int]]] = defaultdict(dict)
     for line in series:
         team = (line.team, line.team_slug) if line.team_slug else (OTHER_TEAMS, OTHER_TEAMS)
-        groups[(line.pool_id, line.gpu_model_id)][team] = line.cards
-    blocked = blocked_cards_at(start=start, end=end, instants=noons)
-    for key in blocked:
+        at = [position[t] for _, t in peaks[(line.pool_id, line.gpu_model_id)]]
+        groups[(line.pool_id, line.gpu_model_id)][team] = [line.cards[i] for i in at]
+    blocked: dict[tuple, dict[str, list[int]]] = {}
+    for key, kinds in blocked_cards_at(
+        start=start, end=end, instants=instants, intervals=spans
+    ).items():
+        at = [position[t] for _, t in peaks[key]]
+        blocked[key] = {kind: [cards[i] for i in at] for kind, cards in kinds.items()}
         groups.setdefault(key, {})  # a pair with only reservations or maintenance: a chart too
     pools = Pool.objects.in_bulk({p for p, _ in groups})
     models = GpuModel.objects.in_bulk({m for _, m in groups})
@@ -785,8 +802,9 @@ def timeline(request):
     if request.GET.get("export") == "csv":
         lines = [
             {"pool": pools[pool_id], "gpu_model": models[model_id], "day": day, "team": team,
-             "cards": cards[i], "usable": usable_cards(usable_of.get((pool_id, model_id), 0),
-                                                       pools[pool_id].overcommit_ratio)}
+             "cards": cards[i], "peak_at": peaks[(pool_id, model_id)][i][1],
+             "usable": usable_cards(usable_of.get((pool_id, model_id), 0),
+                                    pools[pool_id].overcommit_ratio)}
             for (pool_id, model_id), per_team in ordered
             for i, day in enumerate(days)
             for team, cards in [*((slug, v) for (_, slug), v in sorted(per_team.items())),
@@ -813,8 +831,12 @@ def timeline(request):
         pool, model = pools[pool_id], models[model_id]
         usable = usable_cards(usable_of.get((pool_id, model_id), 0), pool.overcommit_ratio)
         kinds = blocked.get((pool_id, model_id), {})
-        taken = [sum(v[i] for v in [*per_team.values(), *kinds.values()]) for i in range(len(days))]
-        free = [max(0, usable - n) for n in taken]
+        schedulable = usable_of.get((pool_id, model_id), 0)
+        free = [
+            free_after_peak(schedulable=schedulable, overcommit_ratio=pool.overcommit_ratio,
+                            peak=peak)
+            for peak, _ in peaks[(pool_id, model_id)]
+        ]  # fmt: skip
         fewest = min(range(len(days)), key=lambda i: (free[i], i))
         charts.append(
             {
@@ -828,6 +850,11 @@ def timeline(request):
                 "fewest_free_day": days[fewest],
                 "data": {
                     "labels": [d.strftime("%d %b") for d in days],
+                    # each day's busiest instant, local "HH:MM", for the tooltips
+                    "peaks": [
+                        timezone.localtime(at).strftime("%H:%M")
+                        for _, at in peaks.get((pool_id, model_id), [])
+                    ],
                     "datasets": [
                         {
                             "type": "bar",

@@ -153,10 +153,23 @@ class ParameterInvalid(BadRequest):
     one 400 page, ``templates/bad_parameter.html``, naming ``parameter``, the value sent and
     what it may be (``allowed``, a phrase without a full stop), with a link to the same page
     without it (``portal.handlers.bad_request``) -- as the API answers 400 for a ``page_size``
-    out of its bounds, rather than quietly showing something else."""
+    out of its bounds, rather than quietly showing something else.
 
-    def __init__(self, parameter: str, allowed: str):
+    A parameter of the path (``/costs/nlp/2026-13/``'s month) passes the ``path_value`` sent,
+    and ``back`` and ``back_text``, the address and words of a page to offer instead (the path
+    has no "without it")."""
+
+    def __init__(
+        self,
+        parameter: str,
+        allowed: str,
+        *,
+        path_value: str | None = None,
+        back: str = "",
+        back_text: str = "",
+    ):
         self.parameter, self.allowed = parameter, allowed
+        self.path_value, self.back, self.back_text = path_value, back, back_text
         super().__init__(f"{parameter}: {allowed}")
 
 

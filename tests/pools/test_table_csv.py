@@ -147,4 +147,4 @@ def test_the_timeline_exports_each_days_cards(member_page, elastic_allocation):
     assert {(r["pool"], r["gpu_model"], r["team"], r["usable_cards"]) for r in rows} == {
         ("infer", "l40s", "chat", "8")  # the team by slug, as the allocations' CSV
     }
-    assert sum(int(r["cards_held_at_noon"]) for r in rows) in (2, 4)
+    assert sum(int(r["cards_held_at_peak"]) for r in rows) in (2, 4)

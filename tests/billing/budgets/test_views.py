@@ -164,3 +164,43 @@ def test_the_forms_blank_pickers_name_a_scope_and_the_lists_filters_match_any(
     filters = client.get("/costs/budgets/").context["filterset"].form
     assert '<option value="" selected>Any</option>' in str(filters["pool"])
     assert '<option value="" selected>Any</option>' in str(filters["gpu_model"])
+
+
+def test_a_past_month_shows_its_own_budget_not_this_months(near, team_member, client):
+    """The budget's months are March (85 of 100 card-h, 85.0 %: the banner) and February (no
+    usage: 0 %, below 80). February's page shows no banner; it used to show March's."""
+    client.force_login(team_member)
+    assert "Budget 85.0 % used" in client.get("/costs/nlp/2026-03/").content.decode()
+    assert "Budget " not in client.get("/costs/nlp/2026-02/").content.decode()
+
+
+def test_a_month_before_the_budget_starts_shows_none(near, team, a100, team_member, client):
+    """The budget starts on 1 March: February has no period of it, so no banner, though its
+    first period (March) is 85.0 % used. 90 card-h used in February count for no budget."""
+    from factories import UsageRecordFactory
+
+    near.starts_on = date(2026, 3, 1)
+    near.save()
+    start = datetime(2026, 2, 2, tzinfo=UTC)
+    UsageRecordFactory(team=team, gpu_model=a100, quantity=Decimal(90 * 3600), basis="used",
+                       source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=3), month=date(2026, 2, 1))  # fmt: skip
+    client.force_login(team_member)
+    assert "Budget " not in client.get("/costs/nlp/2026-02/").content.decode()
+    assert "Budget 85.0 % used" in client.get("/costs/nlp/2026-03/").content.decode()
+
+
+def test_a_past_month_over_its_budget_shows_that_months_figure(near, team, a100, team_member,
+                                                                client):  # fmt: skip
+    """90 card-h used in February of the 100 card-h monthly budget: 90.0 %, February's
+    period (2026-02) on February's page; March's 85.0 % on March's."""
+    from factories import UsageRecordFactory
+
+    start = datetime(2026, 2, 2, tzinfo=UTC)
+    UsageRecordFactory(team=team, gpu_model=a100, quantity=Decimal(90 * 3600), basis="used",
+                       source="slurm-accounting", period_start=start,
+                       period_end=start.replace(day=3), month=date(2026, 2, 1))  # fmt: skip
+    client.force_login(team_member)
+    february = client.get("/costs/nlp/2026-02/").content.decode()
+    assert "Budget 90.0 % used" in february and "2026-02)" in february
+    assert "85.0 %" not in february

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.django_db
 def test_reservations_and_maintenance_are_held_and_free_is_counted_by_hand(
     team, team_member, infer_pool, l40s
 ):
-    # The page's days: from today's local midnight, 56 of them, sampled at noon.
+    # The page's days: from today's local midnight, 56 of them, each at its busiest instant.
     midnight = timezone.localtime().replace(hour=0, minute=0, second=0, microsecond=0)
     day = [midnight + timedelta(days=i) for i in range(56)]
     # nlp holds 2 cards on days 0-9 (noons 0..9).
@@ -37,7 +37,7 @@ def test_reservations_and_maintenance_are_held_and_free_is_counted_by_hand(
         first_date=day[14].date(), last_date=day[20].date(),
         start_time=time(9), end_time=time(18),
     )  # fmt: skip
-    # inf-01 (4 of the 8 cards) is out from day 3 06:00 to day 4 06:00: noon of day 3 only.
+    # inf-01 (4 of the 8 cards) is out from day 3 06:00 to day 4 06:00: part of days 3 and 4.
     window = MaintenanceWindowFactory(
         pool=infer_pool, scope=MaintenanceScope.NODES,
         starts_at=day[3] + timedelta(hours=6), ends_at=day[4] + timedelta(hours=6),
@@ -53,10 +53,10 @@ def test_reservations_and_maintenance_are_held_and_free_is_counted_by_hand(
     sets = {d["label"]: d["data"] for d in chart["data"]["datasets"] if d["type"] == "bar"}
     assert sets["NLP"] == [2] * 10 + [0] * 46
     assert sets["recurring reservations"] == [0] * 14 + [3] * 7 + [0] * 35
-    assert sets["maintenance"] == [0] * 3 + [4] + [0] * 52
-    # free = 8 - held - reserved - away: 6 on days 0-9 but 8 - 2 - 4 = 2 on day 3, 8 on days
-    # 10-13, 8 - 3 = 5 on days 14-20, 8 after.
-    expected = [6, 6, 6, 2, 6, 6, 6, 6, 6, 6] + [8] * 4 + [5] * 7 + [8] * 35
+    assert sets["maintenance"] == [0] * 3 + [4, 4] + [0] * 51
+    # free = 8 - held - reserved - away: 6 on days 0-9 but 8 - 2 - 4 = 2 on days 3 (from
+    # 06:00) and 4 (until 06:00), 8 on days 10-13, 8 - 3 = 5 on days 14-20, 8 after.
+    expected = [6, 6, 6, 2, 2, 6, 6, 6, 6, 6] + [8] * 4 + [5] * 7 + [8] * 35
     assert chart["free"] == expected
     assert (chart["fewest_free"], chart["fewest_free_day"]) == (2, day[3])
     assert "<span data-fewest-free>2</span>" in page.content.decode()
@@ -65,7 +65,7 @@ def test_reservations_and_maintenance_are_held_and_free_is_counted_by_hand(
     rows = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
     by_team = {}
     for row in rows:
-        by_team.setdefault(row["team"], []).append(int(row["cards_held_at_noon"]))
+        by_team.setdefault(row["team"], []).append(int(row["cards_held_at_peak"]))
     assert by_team["maintenance"] == sets["maintenance"]
     assert by_team["recurring reservations"] == sets["recurring reservations"]
 

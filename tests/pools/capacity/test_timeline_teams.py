@@ -106,7 +106,7 @@ def test_the_csv_names_teams_by_slug_and_two_of_one_name_stay_two(admin_page, me
     def today_rows(client):
         response = client.get("/timeline/?export=csv")
         rows = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
-        return {r["team"]: r["cards_held_at_noon"] for r in rows if r["day"] == today}
+        return {r["team"]: r["cards_held_at_peak"] for r in rows if r["day"] == today}
 
     assert today_rows(admin_page) == {"nlp-a": "2", "nlp-b": "1"}
     [chart] = admin_page.get("/timeline/").context["charts"]
@@ -148,7 +148,7 @@ def test_the_team_filter_names_that_team_alone_and_refuses_a_team_not_seen(
         response = client.get(f"/timeline/?{query}export=csv")
         assert response.status_code == 200
         rows = csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode()))
-        return {r["team"]: r["cards_held_at_noon"] for r in rows if r["day"] == today}
+        return {r["team"]: r["cards_held_at_peak"] for r in rows if r["day"] == today}
 
     assert today_rows(admin_page) == {"nlp": "2", "vision": "3"}
     assert today_rows(admin_page, "team=vision&") == {"vision": "3", "other teams": "2"}

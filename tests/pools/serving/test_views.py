@@ -63,3 +63,21 @@ def test_a_rolled_up_allocation_shows_its_newest_values(client, team, team_membe
     client.force_login(team_member)
     html = client.get(f"/allocations/{allocation.pk}/serving/").content.decode()
     assert "The 5 minutes to" in html and 'id="serving-none"' not in html
+
+
+def test_the_breadcrumb_names_the_request_it_links_to(client, team, team_member):
+    """The middle crumb links to the allocation's request page: it says "Request #<its id>",
+    not the allocation's id (it read "#8" linking to /requests/12/); the allocation's id is
+    the last crumb's."""
+    import re
+
+    from factories import CapacityRequestFactory
+
+    CapacityRequestFactory(team=team)  # a request without an allocation: the ids part ways
+    allocation = rolled_up(team)
+    client.force_login(team_member)
+    html = client.get(f"/allocations/{allocation.pk}/serving/").content.decode()
+    nav = re.search(r'<nav aria-label="breadcrumb">(.*?)</nav>', html).group(1)
+    crumbs = re.findall(r'<a href="/requests/(\d+)/">([^<]*)</a>', nav)
+    assert crumbs == [(str(allocation.request_id), f"Request #{allocation.request_id}")]
+    assert f"<li>Allocation #{allocation.pk} · serving</li>" in nav
