@@ -7,6 +7,7 @@ from datetime import date, timedelta
 from decimal import Decimal
 
 import pytest
+from broker_support import catalogue_loaded
 from factories import AllocationFactory
 from kit import utc
 
@@ -67,8 +68,15 @@ def test_a_burst_price_on_the_card_wins(team, elastic, l40s):
     )  # fmt: skip
 
 
+@pytest.fixture
+def catalogue():
+    """The GPU catalogue, loaded again before the fixtures read it: a transactional test may
+    start from a database the one before it flushed."""
+    catalogue_loaded()
+
+
 @pytest.mark.django_db(transaction=True)
-def test_the_burst_import_runs_outside_a_callers_transaction(elastic):
+def test_the_burst_import_runs_outside_a_callers_transaction(catalogue, elastic):
     """Beat's usage import (and the demo's clock) call it with no transaction open: it opens its
     own, as the reservation import does, for the source lock it takes (it raised
     "billing_lock('usage-import:elastic-burst') needs a transaction")."""
