@@ -58,21 +58,13 @@ def peak_cards(
 ) -> int:
     """Largest number of cards held at any instant of ``[start, end)``.
 
-    ``intervals`` are ``(starts_at, ends_at, cards)``; those not overlapping the window are
-    ignored. Sweep line over the clipped endpoints: ends sort before starts at the same instant
-    (half-open intervals). Returns 0 for no overlap.
+    ``intervals`` are ``(starts_at, ends_at, cards)``, half-open; those not overlapping the
+    window are ignored. The one span of :func:`peaks_per_span`. Returns 0 for no overlap or an
+    empty window.
     """
-    events: list[tuple[datetime, int]] = []
-    for s, e, cards in intervals:
-        if cards > 0 and (span := clip(s, e, start, end)) is not None:
-            events.append((span[0], cards))
-            events.append((span[1], -cards))
-    events.sort(key=lambda ev: (ev[0], ev[1]))  # -cards (an end) before +cards at one instant
-    held = peak = 0
-    for _, delta in events:
-        held += delta
-        peak = max(peak, held)
-    return peak
+    if start >= end:
+        return 0
+    return peaks_per_span(intervals, [start, end])[0][0]
 
 
 def peaks_per_span(
