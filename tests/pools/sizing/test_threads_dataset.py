@@ -1,4 +1,4 @@
-"""The issue-thread measurement set (tests/fixtures/sizing_dataset_2026_threads.json) is well formed.
+"""The issue-thread measurement set (sizing_dataset_2026_threads.json) is well formed.
 
 Three rows are checked against values copied by hand from their threads; every row must name a
 model preset and a catalogue GPU, cite one GitHub thread, and carry the fields of the other sets.
