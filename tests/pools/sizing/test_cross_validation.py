@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -454,6 +455,48 @@ def test_one_prompt_token_is_left_uncached_at_the_prompt_free_hit_rate():
     for input_len in (2, 128, 2048, 20_000, 500_000):
         cached = min(input_len - 1, round(input_len * bench.PROMPT_FREE_HIT_RATE))
         assert cached == input_len - 1
+
+
+def test_a_stated_attention_dp_and_pipeline_are_scored_as_stated():
+    """A row whose options file sets enable_attention_dp at the top level says so in its own
+    ``attention_dp`` field: scored with dp_attention = ep = tp without --attention-dp; ``pp``
+    is passed through; a stated EP without attention DP keeps its own EP."""
+    dep4 = {**_moe_row(4), "attention_dp": True, "ep": 4}
+    request, note = bench.request_for(dep4)
+    assert request["dp_attention"] == request["ep"] == 4
+    assert "attention DP" in note
+
+    staged, _ = bench.request_for({**_moe_row(1), "gpu_count": 2, "pp": 2})
+    assert staged["pp"] == 2
+    assert "dp_attention" not in staged
+
+    expert, _ = bench.request_for({**_moe_row(8), "attention_dp": False, "ep": 2})
+    assert expert["ep"] == 2
+    assert "dp_attention" not in expert
+
+
+def _case(profile: str, measured: float, concurrency: int | None = None) -> dict:
+    return {"profile": profile, "measured": measured, "request": {"concurrency": concurrency}}
+
+
+def test_an_engine_with_enough_rows_of_its_own_fits_its_own_efficiency(monkeypatch):
+    """Predicted rate = 1,000 x efficiency (a stand-in for the estimate): eight tensorrt-llm
+    rows measured at 600 pick 0.60 from the grid; seven vllm rows at 400 are too few and keep
+    the shared 0.50; single-stream rows do not count towards the eight."""
+
+    def log_error(case, engines):
+        return abs(math.log(1000 * engines[case["profile"]].compute_efficiency / case["measured"]))
+
+    monkeypatch.setattr(bench, "_log_error", log_error)
+    cases = [_case("tensorrt-llm", 600.0) for _ in range(8)]
+    cases += [_case("vllm", 400.0) for _ in range(7)]
+    cases += [_case("vllm", 400.0, concurrency=1) for _ in range(3)]
+    engines = {name: ENGINE_PROFILES[name] for name in ("tensorrt-llm", "vllm")}
+
+    fitted = bench.fit_efficiencies(cases, engines)
+
+    assert fitted["tensorrt-llm"].compute_efficiency == pytest.approx(0.60)
+    assert fitted["vllm"].compute_efficiency == pytest.approx(0.50)
 
 
 _ROOT = Path(__file__).resolve().parents[3]
