@@ -87,6 +87,21 @@ TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE = 45.11e-3 / 1536
 #: 9.1 us per sequence).
 TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE = TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE * 13.48 / 37.08
 
+#: Share of dense tensor peak the PyTorch backend's GEMMs reach, and how far its host time hides
+#: behind the GPU's (p of (GPU^p + host^p)^(1/p), ``pools.sizing.throughput.overlapped_s``):
+#: ``benchmarks/sizing.py`` fits each engine generation's own efficiency once a fold holds eight
+#: of its rows (``fit_efficiencies``), and the PyTorch backend's rows come from four releases'
+#: perf-overview tables (0.20, 0.21, 1.0 and the per-GPU tables after it) and a user's thread.
+#: Every one of the 13 leave-one-source-out folds fits 0.55 and 1.5, so each release's cells
+#: are predicted from the others' fit. p = 1.5 is neither the overlap scheduler's ideal
+#: max(GPU, host) (``None``) nor the sum: TensorRT-LLM issue 13957 finds "~580 us/iter of host
+#: overhead" exposed as GPU idle at 64 sequences on a B200, i.e. part of the host loop does not
+#: overlap. Issue 34: the 20 Qwen3-30B-A3B single-card NVFP4 cells of the 1.0 tables went from
+#: -2 ... +95 % to -21 ... +33 % (the later tables' same cells agree: B200 26,971 tok/s, GB200
+#: 22,856 on its slower Grace host).
+TRTLLM_PYTORCH_COMPUTE_EFFICIENCY = 0.55
+TRTLLM_PYTORCH_HOST_OVERLAP_EXPONENT = 1.5
+
 #: The CUDA-graph batch sizes TensorRT-LLM's published PyTorch-backend runs capture, with
 #: ``enable_padding: true``: the ``llm_options.yml`` of the perf-overview tables, for dense and
 #: MoE models alike (NVIDIA/TensorRT-LLM ``docs/source/performance/perf-overview.md``
@@ -267,8 +282,10 @@ ENGINE_PROFILES = {
         "(TensorRT-LLM issue 13957 on x86, pull request 10273 on Grace), and decode-only steps "
         "padded to a captured CUDA-graph batch size (perf-overview llm_options.yml)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
+        compute_efficiency=TRTLLM_PYTORCH_COMPUTE_EFFICIENCY,
         host_s_per_sequence=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE,
         host_s_per_sequence_grace=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE,
+        host_overlap_exponent=TRTLLM_PYTORCH_HOST_OVERLAP_EXPONENT,
         moe_dp_exchange="allgather",
         chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
         sliding_window_keeps_full_kv=TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV,

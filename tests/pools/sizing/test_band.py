@@ -105,9 +105,10 @@ def test_pessimistic_cards_cover_the_peak_at_the_low_end_of_the_band(bands):
 
 
 def test_an_nvfp4_estimate_on_blackwell_reads_its_own_regimes_band():
-    """The shipped bands are written from every bundled set, so the 78 published NVFP4 rows on
-    B200 / GB200 (all in the MoE file, none in the other two) are a regime of their own instead
-    of falling back to the throughput band."""
+    """The shipped bands are written from every bundled set, so the 247 published FP4 rows
+    (NVFP4, and gpt-oss's MXFP4) on B200 / GB200 / RTX PRO 6000 (none in the first two files:
+    78 in the MoE file, 169 in the other releases' tables and a thread) are a regime of their
+    own instead of falling back to the throughput band."""
     fixtures = Path(__file__).resolve().parents[2] / "fixtures"
     fp4_rows = [
         row
@@ -115,16 +116,19 @@ def test_an_nvfp4_estimate_on_blackwell_reads_its_own_regimes_band():
             "sizing_dataset.json",
             "sizing_dataset_2026.json",
             "sizing_dataset_2026_moe.json",
+            "sizing_dataset_2026_trtllm_next.json",
+            "sizing_dataset_2026_threads.json",
         )
         for row in json.loads((fixtures / name).read_text())["measurements"]
-        if "FP4" in row["precision"].upper() and row["gpu"] in ("b200", "gb200")
+        if "FP4" in row["precision"].upper()
+        and row["gpu"] in ("b200", "gb200", "rtx_pro_6000_server")
     ]
 
     band = error_band(
         tok_s=1000.0, batch=64, precision=precision_parse("NVFP4"), gpu=gpu_spec("b200")
     )
 
-    assert len(fp4_rows) == 78
+    assert len(fp4_rows) == 247
     assert band.regime == "throughput|4-bit W4A4|Blackwell"
     assert band.rows == len(fp4_rows)
     assert band.low_tok_s < 1000.0 < band.high_tok_s

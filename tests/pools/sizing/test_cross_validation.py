@@ -284,7 +284,8 @@ def test_bands_are_never_written_without_the_regression_rows(monkeypatch, capsys
 
 
 def test_bands_are_written_from_every_bundled_set(monkeypatch):
-    # The MoE / NVFP4 / Blackwell file is not in the default run but is in the bands.
+    # The MoE / NVFP4 / Blackwell, other-release and thread files are not in the default run
+    # but are in the bands.
     seen = {}
     monkeypatch.setattr(bench, "run", lambda datasets, **options: seen.update(datasets=datasets))
     monkeypatch.setattr("sys.argv", ["sizing.py", "--write-bands"])
@@ -295,8 +296,11 @@ def test_bands_are_written_from_every_bundled_set(monkeypatch):
         "sizing_dataset.json",
         "sizing_dataset_2026.json",
         "sizing_dataset_2026_moe.json",
+        "sizing_dataset_2026_trtllm_next.json",
+        "sizing_dataset_2026_threads.json",
     ]
     assert bench.DATASET_2026_MOE not in bench.DATASETS
+    assert bench.DATASET_2026_TRTLLM_NEXT not in bench.DATASETS
 
 
 def test_bands_are_never_written_from_a_subset_of_the_sets(monkeypatch, capsys):
