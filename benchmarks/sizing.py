@@ -436,6 +436,7 @@ def request_for(row: dict) -> tuple[dict | None, str]:
         "gpu": row["gpu"],
         "gpu_count": row["gpu_count"],
         "tp": row["tp"],
+        "pp": int(row.get("pp") or 1),
         "precision": precision,
         "kv_cache_dtype": _kv_dtype(row, precision),
         "input_len": input_len,
@@ -445,9 +446,14 @@ def request_for(row: dict) -> tuple[dict | None, str]:
         "engine": _engine(row["engine"]),
         "engine_version": _engine_version(row),
     }
-    if SCORE_ATTENTION_DP[0] and row["tp"] > 1 and ATTENTION_DP_NOTE in str(row.get("notes")):
+    if row["tp"] > 1 and (
+        row.get("attention_dp") is True
+        or (SCORE_ATTENTION_DP[0] and ATTENTION_DP_NOTE in str(row.get("notes")))
+    ):
         request["dp_attention"] = request["ep"] = row["tp"]
         notes.append("attention DP")
+    elif row.get("ep") and row["ep"] > 1:
+        request["ep"] = row["ep"]
     return request, ", ".join(notes)
 
 
@@ -610,6 +616,60 @@ def fit_overlap(cases: list[dict], engines: dict[str, EngineProfile]) -> dict[st
     return engines
 
 
+#: A fold refits an engine generation's own compute efficiency (:func:`fit_efficiencies`) when it
+#: holds at least this many of the generation's rows with more than one sequence in flight
+#: (:data:`MIN_ROWS`, the least a regime is judged on); with fewer, the generation keeps the
+#: efficiency fitted on every engine's rows.
+EFFICIENCY_MIN_ROWS = 8
+#: ``--shared-efficiency``: one compute efficiency for every engine and no host overlap fit
+#: (the fit before issue 34's second PyTorch-backend sources), for comparison.
+PER_ENGINE_EFFICIENCY = [True]
+#: Host overlap exponents tried with a generation's own efficiency when its engine charges host
+#: time per sequence (``EngineProfile.host_overlap_exponent``): 1 = added to the GPU time (the
+#: "~580 us/iter of host overhead" TensorRT-LLM issue 13957 finds exposed as GPU idle), up to
+#: ``None`` = hidden in max(GPU, host).
+HOST_OVERLAP_GRID = (1.0, 1.5, 2.0, 3.0, None)
+
+
+def fit_efficiencies(
+    cases: list[dict], engines: dict[str, EngineProfile]
+) -> dict[str, EngineProfile]:
+    """``engines`` with each generation's compute efficiency refitted on its own ``cases`` with
+    more than one sequence in flight (single-stream rows stream weights; the efficiency does not
+    move them): the value of :data:`COMPUTE_EFFICIENCY_GRID` with the least mean
+    |log(predicted / measured)| over them, the shared one kept on a tie or with fewer than
+    :data:`EFFICIENCY_MIN_ROWS` rows. The share of tensor peak a GEMM reaches is the engine's
+    kernels' (TensorRT-LLM's engine build, its PyTorch backend's torch-compiled graphs, vLLM's
+    CUTLASS / Triton kernels), so one value for all engines holds only while no engine has rows
+    of its own to say otherwise."""
+    engines = dict(engines)
+    for name in engines:
+        own = [
+            case
+            for case in cases
+            if case["profile"] == name and case["request"].get("concurrency") != 1
+        ]
+        if len(own) < EFFICIENCY_MIN_ROWS:
+            continue
+        best, best_score = engines[name], _mean_log_error(own, engines)
+        hosted = engines[name].host_s_per_sequence > 0
+        for efficiency in COMPUTE_EFFICIENCY_GRID:
+            for exponent in HOST_OVERLAP_GRID if hosted else (None,):
+                trial = {
+                    **engines,
+                    name: replace(
+                        engines[name],
+                        compute_efficiency=efficiency,
+                        host_overlap_exponent=exponent,
+                    ),
+                }
+                score = _mean_log_error(own, trial)
+                if score < best_score:
+                    best, best_score = trial[name], score
+        engines[name] = best
+    return engines
+
+
 def fit_profiles(cases: list[dict]) -> dict[str, EngineProfile]:
     """Fit on ``cases`` (never the scored source): for each compute efficiency of the grid, the
     :data:`FITTED_PROFILES` overheads (:func:`fit_overhead`, with the hard roofline), then the
@@ -639,7 +699,23 @@ def fit_profiles(cases: list[dict]) -> dict[str, EngineProfile]:
         score = _mean_log_error(cases, engines)
         if score < best_score:
             best, best_score = engines, score
+    if PER_ENGINE_EFFICIENCY[0]:
+        best = fit_efficiencies(cases, best)
     return best
+
+
+def _efficiencies(engines: dict[str, EngineProfile]) -> str:
+    """``"0.50"`` when every generation has the same compute efficiency, else each one's
+    (``"vllm 0.50, tensorrt-llm-pytorch 0.60, ..."``)."""
+    values = {name: profile.compute_efficiency for name, profile in engines.items()}
+    hosts = ", ".join(
+        f"{name} host overlap {profile.host_overlap_exponent}"
+        for name, profile in engines.items()
+        if profile.host_s_per_sequence > 0
+    )
+    if len(set(values.values())) == 1:
+        return f"{next(iter(values.values())):.2f} ({hosts})"
+    return "/".join(f"{name} {value:.2f}" for name, value in values.items()) + f" ({hosts})"
 
 
 def _regime(request: dict, estimate) -> dict[str, str]:
@@ -1011,8 +1087,8 @@ def run(
     print(f"leave-one-source-out over {len(sources)} sources, {len(cases)} rows")
     engines = fit_profiles([case for case in cases])
     print(
-        f"  fitted on every source: compute efficiency {engines['vllm'].compute_efficiency:.2f}"
-        f" (shipped {ENGINE_PROFILES['vllm'].compute_efficiency:.2f})"
+        f"  fitted on every source: compute efficiency {_efficiencies(engines)} (shipped "
+        f"{_efficiencies(ENGINE_PROFILES)})"
     )
     for family, names in OVERLAP_FAMILIES.items():
         print(
@@ -1029,7 +1105,8 @@ def run(
     for source, fold in FOLDS.items():
         print(
             f"  without {source[:60]:<60} compute efficiency "
-            f"{fold['vllm'].compute_efficiency:.2f}, "
+            + _efficiencies(fold)
+            + ", "
             + ", ".join(
                 f"{name} {fold[name].step_overhead_s_per_layer * 1e6:.0f} us/layer"
                 for name in FITTED_PROFILES
@@ -1171,7 +1248,17 @@ def main() -> int:
         help="leave out rows of an engine release whose notes name a regression for that model "
         "and card generation (ENGINE_REGRESSIONS); never with --write-bands",
     )
+    parser.add_argument(
+        "--shared-efficiency",
+        action="store_true",
+        help="fit one compute efficiency for every engine and keep the host time hidden in "
+        "max(GPU, host), as before each engine had rows of its own; never with --write-bands",
+    )
     args = parser.parse_args()
+    if args.shared_efficiency:
+        if args.write_bands:
+            parser.error("--shared-efficiency scores a fit that is not shipped; its bands are not")
+        PER_ENGINE_EFFICIENCY[0] = False
     if args.skip_engine_regressions:
         if args.write_bands:
             parser.error("--skip-engine-regressions scores a subset; its bands are not the set's")

@@ -156,6 +156,9 @@ class EngineProfile:
     that each step adds on an x86 / a Grace host (``pools.sizing.gpus.grace_hosted``); 0 for
     engines whose host loop is not charged per sequence (vLLM, SGLang, TensorRT-LLM's C++
     executor).
+    ``host_overlap_exponent``: how far that host time hides behind the step's GPU time, p of
+    (GPU^p + host^p)^(1/p) as for the GEMMs (``pools.sizing.throughput.overlapped_s``); ``None``:
+    wholly, max(GPU, host), the overlap scheduler's ideal.
     ``moe_dp_exchange``: how a mixture of experts exchanges tokens between attention DP ranks,
     one of :data:`MOE_DP_EXCHANGES` (``"allgather"`` for TensorRT-LLM, which uses an all-to-all
     only on an NVL72 rack's NVLink fabric).
@@ -182,6 +185,7 @@ class EngineProfile:
     gemm_overlap_exponent: float | None = None
     host_s_per_sequence: float = 0.0
     host_s_per_sequence_grace: float = 0.0
+    host_overlap_exponent: float | None = None
     moe_dp_exchange: str = "all_to_all"
     chunked_attention_keeps_full_kv: bool = False
     sliding_window_keeps_full_kv: bool = False
@@ -368,7 +372,12 @@ def batch_cap(profile: EngineProfile, dp_attention: int = 1) -> int | None:
 
 
 #: The fields of a profile ``benchmarks/sizing.py`` fits; :func:`with_fitted` copies only these.
-FITTED_FIELDS = ("step_overhead_s_per_layer", "compute_efficiency", "gemm_overlap_exponent")
+FITTED_FIELDS = (
+    "step_overhead_s_per_layer",
+    "compute_efficiency",
+    "gemm_overlap_exponent",
+    "host_overlap_exponent",
+)
 
 
 def with_fitted(profile: EngineProfile, fitted: EngineProfile | None) -> EngineProfile:

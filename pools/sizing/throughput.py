@@ -1423,8 +1423,10 @@ def replica_throughput(
         allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
         # The engine prepares the next step on the host while this one runs on the GPU
         # (TensorRT-LLM's overlap scheduler, on by default): a step lasts the longer of the two.
-        decode_step_s = max(
-            gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s, host_s
+        decode_step_s = overlapped_s(
+            gemm_s + attention_s + kernel_s + allreduce_step_s + all_to_all_step_s,
+            host_s,
+            profile.host_overlap_exponent,
         )
         serial_prefill_s = 0.0
         if prefill_alone_s is not None:

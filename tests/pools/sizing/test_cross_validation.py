@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib.util
+import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -453,3 +455,113 @@ def test_one_prompt_token_is_left_uncached_at_the_prompt_free_hit_rate():
     for input_len in (2, 128, 2048, 20_000, 500_000):
         cached = min(input_len - 1, round(input_len * bench.PROMPT_FREE_HIT_RATE))
         assert cached == input_len - 1
+
+
+def test_a_stated_attention_dp_and_pipeline_are_scored_as_stated():
+    """A row whose options file sets enable_attention_dp at the top level says so in its own
+    ``attention_dp`` field: scored with dp_attention = ep = tp without --attention-dp; ``pp``
+    is passed through; a stated EP without attention DP keeps its own EP."""
+    dep4 = {**_moe_row(4), "attention_dp": True, "ep": 4}
+    request, note = bench.request_for(dep4)
+    assert request["dp_attention"] == request["ep"] == 4
+    assert "attention DP" in note
+
+    staged, _ = bench.request_for({**_moe_row(1), "gpu_count": 2, "pp": 2})
+    assert staged["pp"] == 2
+    assert "dp_attention" not in staged
+
+    expert, _ = bench.request_for({**_moe_row(8), "attention_dp": False, "ep": 2})
+    assert expert["ep"] == 2
+    assert "dp_attention" not in expert
+
+
+def _case(profile: str, measured: float, concurrency: int | None = None) -> dict:
+    return {"profile": profile, "measured": measured, "request": {"concurrency": concurrency}}
+
+
+def test_an_engine_with_enough_rows_of_its_own_fits_its_own_efficiency(monkeypatch):
+    """Predicted rate = 1,000 x efficiency (a stand-in for the estimate): eight tensorrt-llm
+    rows measured at 600 pick 0.60 from the grid; seven vllm rows at 400 are too few and keep
+    the shared 0.50; single-stream rows do not count towards the eight."""
+
+    def log_error(case, engines):
+        return abs(math.log(1000 * engines[case["profile"]].compute_efficiency / case["measured"]))
+
+    monkeypatch.setattr(bench, "_log_error", log_error)
+    cases = [_case("tensorrt-llm", 600.0) for _ in range(8)]
+    cases += [_case("vllm", 400.0) for _ in range(7)]
+    cases += [_case("vllm", 400.0, concurrency=1) for _ in range(3)]
+    engines = {name: ENGINE_PROFILES[name] for name in ("tensorrt-llm", "vllm")}
+
+    fitted = bench.fit_efficiencies(cases, engines)
+
+    assert fitted["tensorrt-llm"].compute_efficiency == pytest.approx(0.60)
+    assert fitted["vllm"].compute_efficiency == pytest.approx(0.50)
+
+
+_ROOT = Path(__file__).resolve().parents[3]
+_TRTLLM_NEXT = _ROOT / "tests" / "fixtures" / "sizing_dataset_2026_trtllm_next.json"
+
+
+def _trtllm_next_rows() -> dict[str, dict]:
+    rows = json.loads(_TRTLLM_NEXT.read_text())["measurements"]
+    return {row["id"]: row for row in rows}
+
+
+def test_the_later_trtllm_perf_overview_cells_are_copied_as_published():
+    """Cells copied by hand from NVIDIA/TensorRT-LLM docs/source/developer-guide/perf-overview.md
+    @03e27c7d (per-GPU tables) and the 0.21 tables (@f6a35f3a, legacy path, whole-run totals).
+
+    - Qwen3 30B A3B, B200 "TP1 (FP4)", 1000/1000: 26,971 tok/s per GPU; one card, so the
+      group's rate is 26,971 too.
+    - Qwen3 235B A22B, B200 "DEP4 (FP4)", 1000/1000: 5,764 per GPU; 4 cards -> 4 x 5,764 =
+      23,056; DEP4 = tp 4, ep 4, attention DP on.
+    - Llama 3.3 70B, RTX 6000 Pro Server "2 GPUs TP1,PP2 (FP4)", 1024/1024: 1,887 per GPU;
+      2 cards -> 3,774; 1024/1024 ran 3,000 requests (the page's $num_requests table).
+    - 0.21, Llama 3.3 70B FP8, H200 TP2, 1000/1000: 4,773.33 tok/s for the run (printed); per
+      GPU 4,773.33 / 2 = 2,386.665.
+    """
+    rows = _trtllm_next_rows()
+
+    qwen30 = rows["trtnext_qwen3_30b_a3b_b200_fp4_tp1_1000_1000"]
+    assert (qwen30["gpu"], qwen30["gpu_count"], qwen30["tp"], qwen30["pp"]) == ("b200", 1, 1, 1)
+    assert qwen30["output_tok_s_per_gpu"] == 26971.0
+    assert qwen30["output_tok_s_total"] == 26971.0
+
+    qwen235 = rows["trtnext_qwen3_235b_a22b_b200_fp4_dep4_1000_1000"]
+    assert (qwen235["gpu_count"], qwen235["tp"], qwen235["ep"], qwen235["pp"]) == (4, 4, 4, 1)
+    assert qwen235["attention_dp"] is True
+    assert qwen235["output_tok_s_per_gpu"] == 5764.0
+    assert qwen235["output_tok_s_total"] == 23056.0
+    assert bench.run_requests(qwen235) is None  # 1000/1000 is not in the $num_requests table
+
+    rtx = rows["trtnext_llama3_3_70b_rtx_pro_6000_server_fp4_tp1_pp2_1024_1024"]
+    assert (rtx["gpu"], rtx["gpu_count"], rtx["tp"], rtx["pp"]) == ("rtx_pro_6000_server", 2, 1, 2)
+    assert (rtx["ep"], rtx["attention_dp"]) == (None, False)
+    assert rtx["output_tok_s_per_gpu"] == 1887.0
+    assert rtx["output_tok_s_total"] == 3774.0
+    assert bench.run_requests(rtx) == 3000
+
+    old = rows["trt021_llama3_3_70b_h200_sxm_fp8_tp2_1000_1000"]
+    assert (old["gpu_count"], old["tp"], old["engine_version"]) == (2, 2, "0.21.0")
+    assert old["output_tok_s_total"] == 4773.33
+    assert old["output_tok_s_per_gpu"] == pytest.approx(2386.665, abs=0.006)
+
+
+def test_every_later_trtllm_row_names_a_preset_a_catalogue_gpu_and_its_group():
+    presets = json.loads((_ROOT / "pools/sizing/models.json").read_text())
+    models = {m["id"] for m in presets["models"]}
+    catalogue = json.loads((_ROOT / "pools/inventory/catalogue/gpu_models.json").read_text())
+    gpus = {g["slug"] for g in catalogue["models"]}
+    rows = json.loads(_TRTLLM_NEXT.read_text())["measurements"]
+
+    assert len({row["id"] for row in rows}) == len(rows)
+    for row in rows:
+        assert row["model_ref"] in models, row["id"]
+        assert row["gpu"] in gpus, row["id"]
+        assert row["gpu_count"] == row["tp"] * row["pp"], row["id"]
+        # A per-GPU rate derived from a printed total is kept to 0.01 tok/s: 0.005 per card.
+        per_gpu_times_cards = row["output_tok_s_per_gpu"] * row["gpu_count"]
+        slack = 0.005 * row["gpu_count"] + 1e-9
+        assert row["output_tok_s_total"] == pytest.approx(per_gpu_times_cards, abs=slack), row["id"]
+        assert row["attention_dp"] in (True, False, None), row["id"]

@@ -495,6 +495,15 @@ def test_the_pytorch_backend_step_lasts_at_least_its_host_time_per_sequence():
     cpp = replica(gpu="b200", batch=4096, engine=without_host, **common)
     assert cpp.host_ms == 0
     assert x86.tpot_ms == pytest.approx(max(cpp.tpot_ms, x86.host_ms))
+    # Host time that does not hide behind the GPU's: added (p = 1), or (GPU^2 + host^2)^(1/2).
+    added = replica(
+        gpu="b200", batch=4096, engine=replace(pytorch, host_overlap_exponent=1.0), **common
+    )
+    assert added.tpot_ms == pytest.approx(cpp.tpot_ms + x86.host_ms)
+    halfway = replica(
+        gpu="b200", batch=4096, engine=replace(pytorch, host_overlap_exponent=2.0), **common
+    )
+    assert halfway.tpot_ms == pytest.approx((cpp.tpot_ms**2 + x86.host_ms**2) ** 0.5)
 
 
 def test_the_pytorch_backend_is_named_by_its_aliases():
