@@ -100,9 +100,13 @@ PLAN_COLUMNS = [
     Column("pool", lambda r: r[0]),
     Column("gpu_model", lambda r: r[1]),
     Column("day", lambda r: r[2]),
-    Column("allocated_cards", lambda r: r[3]),
-    Column("pending_cards", lambda r: r[4]),
-    Column("usable_cards", lambda r: r[5]),
+    # each day at its busiest instant (pools.dashboards.capacity.allocation_plan), of the
+    # allocations and of the pending requests apart
+    Column("allocated_cards_at_peak", lambda r: r[3]),
+    Column("allocated_peak_at", lambda r: r[4].isoformat()),
+    Column("pending_cards_at_peak", lambda r: r[5]),
+    Column("pending_peak_at", lambda r: r[6].isoformat()),
+    Column("usable_cards", lambda r: r[7]),
 ]
 FORECAST_COLUMNS = [
     Column("pool", lambda f: f.pool_slug),
@@ -217,7 +221,9 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
 
 
 def _plan_chart(plan, rows, days) -> dict:
-    """Held and pending cards per day summed over the shown pool × models, and usable cards."""
+    """Held and pending cards per day summed over the shown pool × models (each pair's
+    busiest instant of the day, :func:`pools.dashboards.capacity.allocation_plan`: the cards
+    the pairs shown hold at their busiest, which need not be one instant), and usable cards."""
     shown = {(r.pool_slug, r.gpu_model_slug) for r in rows}
     held, pending = [0] * len(days), [0] * len(days)
     for key, series in plan.items():
@@ -391,10 +397,11 @@ def _load_board(filters, now, export) -> _Board:
 
 
 def _plan_lines(board: _Board):
-    """PLAN_COLUMNS rows: per placed pool × model and day, held, pending and usable cards."""
+    """PLAN_COLUMNS rows: per placed pool × model and day, the most cards held at once and
+    when (the first instant), the same of the pending requests, and the usable cards."""
     return (
-        (pool, model, d.date().isoformat(), s.held[i], s.pending[i],
-         board.usable.get((pool, model)))
+        (pool, model, d.date().isoformat(), s.held[i], s.held_at[i], s.pending[i],
+         s.pending_at[i], board.usable.get((pool, model)))
         for (pool, model), s in sorted(board.plan.items()) if pool
         for i, d in enumerate(board.days)
     )  # fmt: skip

@@ -2,9 +2,10 @@
 admin dashboard's plan of held cards per day: :func:`pools.dashboards.capacity.allocation_plan`,
 issue #29 item 7).
 
-At 100,800 GPUs the plan sums ~37,000 holding allocations per page (22 ms of PostgreSQL and
-6 ms of Python on the bench machine). Its 56 instants (noon of each day) move only at midnight,
-so those sums change only when an allocation is written: they are kept per day and generation.
+At 100,800 GPUs the plan reads ~37,000 holding allocations' windows per page to find each
+day's busiest instant (the timeline's same sweep cost ~380 ms of CPU a page there,
+:func:`pools.capacity.selectors.timeline_peaks`). Its 56 days move only at midnight, so those
+peaks change only when an allocation is written: they are kept per first day and generation.
 
 Generation: a token of :mod:`pools.common.generation`, replaced once a transaction that wrote an
 allocation commits (:func:`allocations_changed`). It is connected to ``post_save`` and

@@ -26,6 +26,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import usable_cards
+from pools.capacity.availability import peaks_by_pool_model
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import (
     Allocation,
@@ -35,7 +36,7 @@ from pools.capacity.models import (
     overlap_q,
 )
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
-from pools.capacity.selectors import InstantsBefore, cards_held_series, unrepaired_drifts
+from pools.capacity.selectors import InstantsBefore, unrepaired_drifts
 from pools.common.choices import NodeState, RequestStatus
 from pools.common.generation import cached
 from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
@@ -383,12 +384,20 @@ def idle_allocated_cards(*, team: str | None = None) -> dict[tuple[str, str], in
 
 @dataclass
 class PlanSeries:
-    """Cards held and pending per day (sampled at noon) of one pool × model, next 8 weeks."""
+    """One pool × model over the next 8 weeks, a day a list item (UTC days, from
+    :func:`plan_days`): ``held``, the most cards of holding whole-card allocations held at any
+    instant of the day, and ``held_at`` the first instant they are (the day's start when none
+    is held); ``pending`` and ``pending_at`` the same of the submitted requests, at their own
+    busiest instant; ``held_now`` the cards held at the dashboard's ``now``;
+    ``unplaced_pending`` the cards of submitted requests that name no pool or model (only on
+    the key ``("", "")``)."""
 
     pool: str
     gpu_model: str
     held: list[int]
     pending: list[int]
+    held_at: list[datetime] = field(default_factory=list)
+    pending_at: list[datetime] = field(default_factory=list)
     held_now: int = 0
     unplaced_pending: int = 0
 
@@ -405,33 +414,39 @@ def _filtered(qs, filters: DashboardFilters):
 
 
 def plan_days(now: datetime) -> list[datetime]:
+    """The plan's 56 days (:data:`WEEKS_AHEAD` weeks): the starts of ``now``'s day and the 55
+    after it, midnight in ``now``'s zone (the dashboard's: UTC)."""
     start = now.replace(hour=0, minute=0, second=0, microsecond=0)
     return [start + timedelta(days=i) for i in range(WEEKS_AHEAD * 7)]
 
 
 PLAN_CACHE_S = 15 * 60
-"""How long the plan's held cards per noon are kept at most, whatever the generation says (a
+"""How long the plan's held cards per day are kept at most, whatever the generation says (a
 writer that forgot :func:`pools.capacity.generation.allocations_changed` is late by this)."""
 
 
-def _held_at_noons(*, filters: DashboardFilters, days: list[datetime]) -> dict[tuple, list[int]]:
-    """Cards of the holding whole-card allocations held at noon of each of ``days``, per
-    (pool id, model id), narrowed by the filters' pool, model and team: summed in the database
-    (:func:`pools.capacity.selectors.cards_held_series`, one query) and kept in the shared cache
-    under the allocations' generation, the first day and the filters
-    (:mod:`pools.capacity.generation`), at most :data:`PLAN_CACHE_S`; summed afresh and not
-    kept inside a transaction (:func:`pools.common.generation.cached`)."""
+def _held_peaks(
+    *, filters: DashboardFilters, bounds: list[datetime]
+) -> dict[tuple, list[tuple[int, datetime]]]:
+    """Per (pool id, model id), for each day ``[bounds[i], bounds[i + 1])``: the most cards of
+    the holding whole-card allocations held at any instant of it and the first instant they
+    are (:func:`pools.capacity.availability.peaks_by_pool_model` of the allocations narrowed
+    by the filters' pool, model and team, without reservations or maintenance: the plan shows
+    allocations), so an allocation of a few hours counts on its day and two that never hold
+    cards at the same instant are not added. One query (the allocations' intervals over the 8
+    weeks, swept in Python), kept in the shared cache under the allocations' generation, the
+    first day and the filters (:mod:`pools.capacity.generation`), at most
+    :data:`PLAN_CACHE_S`; swept afresh and not kept inside a transaction
+    (:func:`pools.common.generation.cached`). Only the pairs holding cards in the 8 weeks."""
     key = (
-        f"dashboards:plan-held:{allocations_generation()}:{days[0].isoformat()}:"
+        f"dashboards:plan-peaks:{allocations_generation()}:{bounds[0].isoformat()}:"
         f"{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
     )
 
-    def read() -> dict[tuple, list[int]]:
-        end = days[-1] + timedelta(days=1)
-        noons = [d + timedelta(hours=12) for d in days]
+    def read() -> dict[tuple, list[tuple[int, datetime]]]:
         # whole cards only: a MIG slice is not a card of the plan (issue 38)
-        allocations = Allocation.objects.holding().whole_cards().overlapping(days[0], end)
-        return cards_held_series(_filtered(allocations, filters), ["pool", "gpu_model"], noons)
+        allocations = _filtered(Allocation.objects.holding().whole_cards(), filters)
+        return peaks_by_pool_model(bounds=bounds, blocked={}, rows=allocations)
 
     return cached(key, read, PLAN_CACHE_S, fits=lambda found: isinstance(found, dict))
 
@@ -439,26 +454,30 @@ def _held_at_noons(*, filters: DashboardFilters, days: list[datetime]) -> dict[t
 def allocation_plan(
     *, filters: DashboardFilters, now: datetime, names: Names | None = None
 ) -> dict[tuple, PlanSeries]:
-    """Per (pool slug, model slug): cards of holding allocations and of submitted requests on
-    each of the next 56 days (at noon), and cards held at ``now``. Six queries: the held cards
-    per noon (:func:`_held_at_noons`, kept per allocations' generation: one query, and one
-    more when the cache has them not), those held now (the few thousand started, from the
-    index ``allocation_holding_started`` alone), the submitted requests' per noon and those
-    that name no pool or model (summed in the database, by pool and model id), then the pools'
-    and models' slugs and names (:func:`pool_model_names`; none when handed ``names``: grouping
-    37,000 allocations by four joined names cost more than the two small reads).
+    """Per (pool slug, model slug): on each of the next 56 days (:func:`plan_days`) the most
+    cards of holding allocations held at any instant of the day and, apart, the most cards of
+    submitted requests asked for at any instant of it (each at its own busiest instant: a
+    request from 13:00 to 23:00 counts; two that never overlap are not added), and the cards
+    held at ``now``. Six queries: the held cards' peaks (:func:`_held_peaks`, kept per
+    allocations' generation: one query, and one more when the cache has them not), those held
+    now (the few thousand started, from the index ``allocation_holding_started`` alone), the
+    submitted requests' windows that name their pool and model (swept as the allocations are,
+    :func:`pools.capacity.availability.peaks_by_pool_model`) and the sum of those that do not,
+    then the pools' and models' slugs and names (:func:`pool_model_names`; none when handed
+    ``names``: grouping 37,000 allocations by four joined names cost more than the two small
+    reads).
 
+    The held and pending peaks of a day may fall at different instants, so ``held + pending``
+    of a day is at most (never under) the most cards held at once were every request approved.
     A submitted request that names no pool or no model cannot be placed on one chart; it is
     counted in ``unplaced_pending`` of the key ``("", "")``.
     """
     days = plan_days(now)
-    end = days[-1] + timedelta(days=1)
-    noons = [d + timedelta(hours=12) for d in days]
-    requests = CapacityRequest.objects.filter(
-        overlap_q(days[0], end), status=RequestStatus.SUBMITTED, mig_profile=""
+    bounds = [*days, days[-1] + timedelta(days=1)]
+    requests = _filtered(
+        CapacityRequest.objects.filter(status=RequestStatus.SUBMITTED, mig_profile=""), filters
     )
-    requests = _filtered(requests, filters)
-    held_series = _held_at_noons(filters=filters, days=days)
+    held_peaks = _held_peaks(filters=filters, bounds=bounds)
     held_now = (
         _filtered(Allocation.objects.holding().whole_cards().at(now), filters)
         .values_list("pool", "gpu_model")
@@ -466,12 +485,17 @@ def allocation_plan(
         .order_by()
     )
     placed = requests.filter(pool__isnull=False, gpu_model__isnull=False)
-    pending_series = cards_held_series(placed, ["pool", "gpu_model"], noons)
-    unplaced = requests.filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True)).aggregate(
-        cards=Sum("card_count")
-    )["cards"]
+    pending_peaks = peaks_by_pool_model(bounds=bounds, blocked={}, rows=placed)
+    unplaced = (
+        requests.filter(overlap_q(bounds[0], bounds[-1]))
+        .filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True))
+        .aggregate(cards=Sum("card_count"))["cards"]
+    )
     names = names or pool_model_names()
     plan: dict[tuple, PlanSeries] = {}
+
+    def empty(pool: str, gpu_model: str) -> PlanSeries:
+        return PlanSeries(pool, gpu_model, [0] * len(days), [0] * len(days), list(days), list(days))
 
     def series(pool_id, model_id) -> PlanSeries:
         (pool_slug, pool_name, _ratio), (model_slug, model_name) = (
@@ -480,20 +504,19 @@ def allocation_plan(
         )
         key = (pool_slug, model_slug)
         if key not in plan:
-            plan[key] = PlanSeries(pool_name, model_name, [0] * len(days), [0] * len(days))
+            plan[key] = empty(pool_name, model_name)
         return plan[key]
 
-    for (pool_id, model_id), held in held_series.items():
+    for (pool_id, model_id), per_day in held_peaks.items():
         s = series(pool_id, model_id)
-        s.held = [a + b for a, b in zip(s.held, held, strict=True)]
+        s.held, s.held_at = [n for n, _ in per_day], [at for _, at in per_day]
     for pool_id, model_id, cards in held_now:
         series(pool_id, model_id).held_now += cards
-    for (pool_id, model_id), pending in pending_series.items():
+    for (pool_id, model_id), per_day in pending_peaks.items():
         s = series(pool_id, model_id)
-        s.pending = [a + b for a, b in zip(s.pending, pending, strict=True)]
+        s.pending, s.pending_at = [n for n, _ in per_day], [at for _, at in per_day]
     if unplaced:
-        s = plan.setdefault(("", ""), PlanSeries("", "", [0] * len(days), [0] * len(days)))
-        s.unplaced_pending += unplaced
+        plan.setdefault(("", ""), empty("", "")).unplaced_pending += unplaced
     return plan
 
 

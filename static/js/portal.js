@@ -205,3 +205,28 @@ document.addEventListener("submit", (event) => {
   const kept = { token: token.value, snapshot: formSnapshot(form) };
   sessionStorage.setItem(key, JSON.stringify(kept));
 });
+// Numbers in charts read as the pages' own text does (the |grouped filter, pools/web/numbers.py):
+// thousands apart by a narrow no-break space, "12 000", where Chart.js writes the browser's
+// locale ("12,000"). groupedNumber(text) regroups what Chart.js or toLocaleString("en") wrote
+// (only a comma between a digit and three more: a label's "A, B" stays); chartNumber(value,
+// digits) writes a number, at most `digits` decimals. On a page that loads Chart.js (its deferred
+// script runs before this one: templates/base.html) every linear axis's ticks and every
+// tooltip's value go through them, unless a chart gives its own callback; the charts that do
+// (amounts with a currency, a log axis) call them too.
+function groupedNumber(text) {
+  return String(text).replace(/(\d),(?=\d{3}(?!\d))/g, "$1\u202f");
+}
+function chartNumber(value, digits = 2) {
+  return groupedNumber(Number(value).toLocaleString("en", { maximumFractionDigits: digits }));
+}
+if (window.Chart) {
+  // Chart.js' own tick formatter (its decimals follow the step), regrouped
+  Chart.defaults.scales.linear.ticks.callback = function (value, index, ticks) {
+    return groupedNumber(Chart.Ticks.formatters.numeric.call(this, value, index, ticks));
+  };
+  // Chart.js' default label ("dataset: value"), the value regrouped
+  Chart.defaults.plugins.tooltip.callbacks.label = (item) => {
+    const value = item.formattedValue == null ? "" : groupedNumber(item.formattedValue);
+    return item.dataset.label ? `${item.dataset.label}: ${value}` : value;
+  };
+}

@@ -15,8 +15,8 @@
         data: {labels: data.labels, datasets: chart.sets.map((s) => ({label: s.label, data: s.data, pointRadius: 0, borderWidth: 1.5, spanGaps: false}))},
         options: {maintainAspectRatio: false, animation: false, plugins: {legend: {labels: {boxWidth: 10}}},
           scales: {x: {ticks: {maxTicksLimit: 6, callback: function (v) { return String(this.getLabelForValue(v)).slice(5, 16).replace("T", " "); }}},
-                   // grouped as the page's numbers are: a narrow no-break space (pools/web/numbers.py)
-                   y: {beginAtZero: true, ticks: {callback: function (v, i, all) { return Chart.Ticks.formatters.numeric.call(this, v, i, all).replace(/,/g, "\u202f"); }}}}},
+                   // ticks and tooltips grouped as the page's numbers are: portal.js' chart defaults
+                   y: {beginAtZero: true}}},
       });
     });
   }

@@ -93,8 +93,8 @@
       callback: (value) => {
         const lead = value / 10 ** Math.floor(Math.log10(value) + 1e-9);
         const shown = [1, 2, 5].some((n) => Math.abs(lead - n) < 1e-6);
-        // grouped as the page's numbers are: a narrow no-break space (pools/web/numbers.py)
-        return shown ? Number(value).toLocaleString("en").replace(/,/g, "\u202f") : "";
+        // grouped as the page's numbers are (portal.js)
+        return shown ? chartNumber(value, 3) : "";
       },
     };
     function axis(values, label, extra) {

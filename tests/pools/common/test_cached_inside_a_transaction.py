@@ -98,7 +98,7 @@ def test_the_timeline_ranking_counts_the_transactions_own_allocation(
 
 
 def test_the_capacity_plan_counts_the_transactions_own_allocation(nlp_holds_two, read_as_a_page):
-    """The plan from 7 December, noon of each day: 2, 2, then 0 (NLP's ends on the 9th at
+    """The plan from 7 December, each day's peak: 2, 2, then 0 (NLP's ends on the 9th at
     00:00); with Vision's 3 on the 8th: 2, 5, 0."""
 
     def read():

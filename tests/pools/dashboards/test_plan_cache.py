@@ -1,4 +1,4 @@
-"""The plan's held cards per noon are kept per allocations' generation
+"""The plan's held cards per day (each day's peak) are kept per allocations' generation
 (:mod:`pools.capacity.generation`): a committed write of an allocation, by ``save`` or by the
 approval's own INSERT, is on the next dashboard; cards held now are always read live."""
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _held(now):
-    """(held at noon of the first three days, held now) of infer × L40S."""
+    """(held at the peak of each of the first three days, held now) of infer × L40S."""
     series = dashboard.allocation_plan(filters=dashboard.DashboardFilters(), now=now)[
         ("infer", "l40s")
     ]
@@ -36,7 +36,7 @@ def test_a_committed_allocation_write_is_on_the_next_plan(
         first = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
                                   status=AllocationStatus.ACTIVE, starts_at=today,
                                   ends_at=today + timedelta(days=2))  # fmt: skip
-    # 2 cards from midnight today to midnight in two days: held at noon of days 0 and 1, now
+    # 2 cards from midnight today to midnight in two days: held on days 0 and 1, and now
     assert _held(now) == ([2, 2, 0], 2)
 
     with django_capture_on_commit_callbacks(execute=True):  # saved: post_save
@@ -49,7 +49,7 @@ def test_a_committed_allocation_write_is_on_the_next_plan(
                                      ends_at=today + timedelta(days=1, hours=18))  # fmt: skip
     with django_capture_on_commit_callbacks(execute=True):  # the approval's INSERT
         capacity_request_approve(request=request, actor=pool_admin)
-    # 06:00-18:00 tomorrow holds tomorrow's noon only, and not now
+    # 06:00-18:00 tomorrow adds 3 to tomorrow only, and not now
     assert _held(now) == ([2, 5, 2], 2)
 
 
@@ -62,5 +62,5 @@ def test_cards_held_now_are_read_live(infer_pool, l40s):
                       status=AllocationStatus.ACTIVE, starts_at=today,
                       ends_at=today + timedelta(hours=13))  # fmt: skip
     assert _held(now) == ([1, 0, 0], 1)
-    # at 14:00 the allocation has ended: held now says so, the noon sums are the same
+    # at 14:00 the allocation has ended: held now says so, the day's peaks are the same
     assert _held(now + timedelta(hours=5)) == ([1, 0, 0], 0)
