@@ -151,7 +151,9 @@ def top_allocations(*, month: date, team: Team | None = None, limit: int = 10) -
 class IdleCost:
     """One pool's month, all amounts in the rate card's currency at the reserved rate:
     ``idle_cost = capacity_cost − allocated_cost − used_outside_cost``; ``utilisation`` is
-    (allocated + used outside) / capacity in per cent, ``None`` without priced capacity."""
+    (allocated + used outside) / capacity in per cent, ``None`` without priced capacity.
+    ``allocated_cost`` is every card allocations held: their granted cards (the floor of an
+    elastic one) and the elastic cards charged above the floor in the pool (burst records)."""
 
     pool: Pool
     capacity_cost: Decimal
@@ -173,7 +175,10 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     or unknown — model recognised, card not in error. A card nobody can be given is not idle
     capacity. Allocations of every pricing method count as held for their wall time inside the
     month, so the jobs inside one priced on use (used records naming it) are in its held time
-    and not counted again, bar what they used beyond its cards; used card-hours outside
+    and not counted again, bar what they used beyond its cards. An elastic allocation's cards
+    above its floor, borrowed from its pool's free cards, are held too: the month's charged
+    ``burst`` card-seconds (:func:`_elastic_burst_seconds`) count as allocated in its pool
+    (cards it placed in a burst pool are that pool's, which has no idle cost); used card-hours outside
     allocations are :func:`_used_outside_costs` plus what shared cards' tenants are charged
     (:func:`shared_card_splits`), so a shared card's part of the pool's idle cost is its idle
     remainder.
@@ -201,6 +206,8 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     for (pool_id, model_id), seconds in _held_card_seconds(
         start, end, bounds, ended=periods[-1].end <= now
     ).items():
+        held[pool_id] += period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
+    for (pool_id, model_id), seconds in _elastic_burst_seconds(periods, month).items():
         held[pool_id] += period_cost(seconds, periods, RateKind.GPU_RESERVED, model_id)
     outside = _used_outside_costs(periods, month, capacity)
     shared, _ = shared_card_splits(month=month, periods=periods)
@@ -252,6 +259,22 @@ def _schedulable_cards() -> dict[tuple[int, int], int]:
         _SCHEDULABLE.clear()
         _SCHEDULABLE[generation] = dict(capacity)
     return dict(capacity)
+
+
+def _elastic_burst_seconds(periods, month) -> dict[tuple[int, int], list[Decimal]]:
+    """(pool, GPU model) -> card-seconds per rate period that elastic allocations of the pool
+    were charged above their floor in ``month``: the ``burst`` usage records
+    (:func:`billing.services.usage_import.usage_import_elastic_burst`, one per allocation and
+    month, the cards its scale events held above the floor less those placed in a burst pool),
+    by the allocation's pool. The floor is already in :func:`_held_card_seconds`; the records
+    are what the statement charges, so the idle cost and the bill count the same card-hours.
+    One ``GROUP BY`` (:func:`billing.charges.period_sums`)."""
+    records = UsageRecord.objects.filter(
+        month=month, basis=ChargeBasis.BURST, unit=UsageUnit.CARD_SECONDS,
+        allocation__isnull=False, gpu_model__isnull=False,
+    )  # fmt: skip
+    sums, _ = period_sums(records, periods, ("allocation__pool_id", "gpu_model_id"))
+    return dict(sums)
 
 
 def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
