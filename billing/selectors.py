@@ -178,8 +178,8 @@ def pool_idle_costs(*, month: date) -> list[IdleCost]:
     and not counted again, bar what they used beyond its cards. An elastic allocation's cards
     above its floor, borrowed from its pool's free cards, are held too: the month's charged
     ``burst`` card-seconds (:func:`_elastic_burst_seconds`) count as allocated in its pool
-    (cards it placed in a burst pool are that pool's, which has no idle cost); used card-hours outside
-    allocations are :func:`_used_outside_costs` plus what shared cards' tenants are charged
+    (cards it placed in a burst pool are that pool's, which has no idle cost). Used card-hours
+    outside allocations are :func:`_used_outside_costs` plus what shared cards' tenants are charged
     (:func:`shared_card_splits`), so a shared card's part of the pool's idle cost is its idle
     remainder.
 

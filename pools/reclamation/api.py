@@ -11,7 +11,12 @@ from __future__ import annotations
 
 from django.http import Http404
 from drf_spectacular.types import OpenApiTypes
-from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
+from drf_spectacular.utils import (
+    OpenApiParameter,
+    extend_schema,
+    extend_schema_field,
+    extend_schema_view,
+)
 from rest_framework import mixins, serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.response import Response
@@ -51,6 +56,18 @@ class IdleFindingSerializer(serializers.ModelSerializer):
     gpu_model = serializers.SlugRelatedField(
         source="allocation.gpu_model", slug_field="slug", read_only=True
     )
+    reclaim_due_at = serializers.SerializerMethodField(
+        help_text="When the scan reclaims (under dry run: would reclaim) the open finding's "
+        "cards: the end of its grace, as the idle page counts down to it; null when not open, "
+        "without a policy or not warned yet. would_reclaim_at is what a dry run recorded."
+    )
+
+    @extend_schema_field(serializers.DateTimeField(allow_null=True))
+    def get_reclaim_due_at(self, finding):
+        due = reclamation_services.reclaim_due_at(
+            finding, reclamation_services.finding_policy(finding)
+        )
+        return serializers.DateTimeField().to_representation(due) if due else None
 
     class Meta:
         model = IdleFinding
@@ -72,6 +89,7 @@ class IdleFindingSerializer(serializers.ModelSerializer):
             "last_seen_at",
             "warned_at",
             "would_reclaim_at",
+            "reclaim_due_at",
             "reclaimed_at",
             "closed_at",
             "note",

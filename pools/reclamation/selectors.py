@@ -10,9 +10,13 @@ from pools.reclamation.models import Exemption, IdleFinding, ReclamationWhatIf
 
 def idle_finding_list(*, user) -> QuerySet[IdleFinding]:
     """Idle findings the user may see (their teams', or all for pool admins), newest first,
-    with the allocation's team, pool and model and the finding's group evaluation joined."""
+    with the allocation's team, pool (and its reclamation policy, for the reclaim time) and
+    model and the finding's group evaluation joined."""
     qs = IdleFinding.objects.select_related(
-        "allocation__team", "allocation__pool", "allocation__gpu_model", "evaluation"
+        "allocation__team",
+        "allocation__pool__reclamation_policy",
+        "allocation__gpu_model",
+        "evaluation",
     ).order_by("-last_seen_at", "-id")
     return qs.visible_to(user)
 

@@ -44,8 +44,9 @@ from pools.reclamation.services.actions import (
 from pools.reclamation.services.runs import idle_scan_clusters, last_scan_runs
 from pools.reclamation.services.scan import (
     DISMISSAL_HOLDS,
-    grace_ends_at,
+    finding_policy,
     idle_finding_dismiss,
+    reclaim_due_at,
     reclamation_undo,
 )
 from pools.reclamation.services.whatif import (
@@ -82,7 +83,15 @@ FINDING_COLUMNS = [
         "would_reclaim_at", lambda f: f.would_reclaim_at.isoformat() if f.would_reclaim_at else None
     ),
     Column("reclaimed_at", lambda f: f.reclaimed_at.isoformat() if f.reclaimed_at else None),
+    Column("reclaim_due_at", lambda f: _iso(reclaim_due_at(f, finding_policy(f)))),
 ]
+"""``reclaim_due_at``: when the scan reclaims (under dry run: would reclaim) an open finding's
+cards, the instant the page counts down to (:func:`reclaim_due_at`); ``would_reclaim_at`` is
+what a dry run recorded once that instant had passed."""
+
+
+def _iso(when: datetime | None) -> str | None:
+    return when.isoformat() if when else None
 
 
 def idle_findings(request):
@@ -202,7 +211,7 @@ def time_to_reclaim(finding: IdleFinding, policy: ReclamationPolicy | None, now:
     if policy is None:
         return "the pool has no policy: never reclaimed"
     verb = "would reclaim" if finding.dry_run else "reclaim"
-    due = grace_ends_at(finding, policy, dry_run=finding.dry_run)
+    due = reclaim_due_at(finding, policy)
     if due is None:
         return "not warned yet: the grace starts with the warning"
     if due > now:

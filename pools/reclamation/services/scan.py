@@ -773,6 +773,26 @@ def grace_ends_at(
     return None if clock is None else clock + timedelta(hours=policy.grace_hours)
 
 
+def reclaim_due_at(finding: IdleFinding, policy: ReclamationPolicy | None) -> datetime | None:
+    """The instant the scan reclaims an open finding's cards (under dry run: would reclaim
+    them), as the idle page counts down to it, its CSV and the API give it: the end of its
+    grace (:func:`grace_ends_at`). ``None`` when the finding is not open, its pool has no
+    policy, or the grace has not started (not warned yet). Once past, the next scan acts
+    unless something holds it (the finding's note says what)."""
+    if finding.state != IdleFindingState.OPEN or policy is None:
+        return None
+    return grace_ends_at(finding, policy, dry_run=finding.dry_run)
+
+
+def finding_policy(finding: IdleFinding) -> ReclamationPolicy | None:
+    """The reclamation policy of the finding's pool, ``None`` without one (joined by
+    :func:`pools.reclamation.selectors.idle_finding_list`: no query of its own)."""
+    try:
+        return finding.allocation.pool.reclamation_policy
+    except ReclamationPolicy.DoesNotExist:
+        return None
+
+
 def percent_decimal(value: float | None) -> Decimal | None:
     return None if value is None else Decimal(f"{value:.2f}")
 

@@ -134,6 +134,53 @@ def test_time_to_reclaim_counts_the_grace_from_the_warning(admin_page, findings)
     assert "<span data-time-to-reclaim>would reclaim in 3 h</span>" in body  # 9 h + 3 h = 12 h
 
 
+def test_csv_and_api_give_the_instant_the_page_counts_down_to(admin_page, findings):
+    """Warned 19 h 5 min ago under a 24 h grace (not dry run): the page says "reclaim in 4 h
+    55 min" and the CSV's and the API's ``reclaim_due_at`` are warned + 24 h; the dry-run
+    finding first seen 9 h ago under a 12 h grace: first seen + 12 h. ``would_reclaim_at``
+    (what a dry run recorded once past its grace) stays empty for both."""
+    import csv
+    import io
+    from datetime import datetime
+
+    mine, other = findings
+    warned = timezone.now().replace(microsecond=0) - timedelta(hours=19, minutes=5)
+    _policy(mine, dry_run=False, grace_hours=24)
+    IdleFinding.objects.filter(pk=mine.pk).update(warned_at=warned, dry_run=False)
+    seen = warned + timedelta(hours=10, minutes=5)  # 9 h ago
+    _policy(other, dry_run=True, grace_hours=12)
+    IdleFinding.objects.filter(pk=other.pk).update(first_seen_at=seen)
+    due = {mine.pk: warned + timedelta(hours=24), other.pk: seen + timedelta(hours=12)}
+    body = admin_page.get("/idle/").content.decode()
+    assert "<span data-time-to-reclaim>reclaim in 4 h 55 min</span>" in body
+    assert "<span data-time-to-reclaim>would reclaim in 3 h</span>" in body
+    rows = list(csv.DictReader(io.StringIO(_csv(admin_page))))
+    got = {int(r["finding"]): datetime.fromisoformat(r["reclaim_due_at"]) for r in rows}
+    assert got == due
+    assert {r["would_reclaim_at"] for r in rows} == {""}
+    for pk, when in due.items():
+        answer = admin_page.get(f"/api/v1/idle-findings/{pk}/").json()
+        assert datetime.fromisoformat(answer["reclaim_due_at"].replace("Z", "+00:00")) == when
+        assert answer["would_reclaim_at"] is None
+
+
+def _csv(client) -> str:
+    return b"".join(client.get("/idle/?export=csv").streaming_content).decode()
+
+
+def test_reclaim_due_at_is_empty_once_closed_or_without_a_policy(admin_page, findings):
+    mine, other = findings
+    IdleFinding.objects.filter(pk=mine.pk).update(
+        warned_at=timezone.now(), state=IdleFindingState.RESOLVED
+    )
+    _policy(mine, dry_run=False, grace_hours=24)  # the other's pool has none
+    rows = _csv(admin_page).splitlines()
+    header = rows[0].split(",")
+    assert {row.split(",")[header.index("reclaim_due_at")] for row in rows[1:]} == {""}
+    for pk in (mine.pk, other.pk):
+        assert admin_page.get(f"/api/v1/idle-findings/{pk}/").json()["reclaim_due_at"] is None
+
+
 def test_time_to_reclaim_says_what_holds_a_finding_past_its_grace(admin_page, findings):
     mine, other = findings
     now = timezone.now()
