@@ -9,6 +9,7 @@ Kubernetes NodeList. Safe to run twice (the second run reports nodes unchanged).
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from datetime import UTC, datetime, time, timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -218,6 +219,24 @@ class Command(BaseCommand):
                 ends_at=soon + 2 * day,
             )
             capacity_request_approve(request=serving, actor=admin)
+        # nlp's retriever evaluation on four 4090s, granted with them: one job at a time keeps one
+        # card at work, the others idle, so the idle page's finding that is reclaimed in a few
+        # hours stands on it (_idle_findings), not on the chat serving above, which is
+        # overloaded (_serving)
+        with demo_clock(now - IDLE_HISTORY - timedelta(minutes=1)):
+            evaluation = ask(
+                "alice",
+                "nlp",
+                "training",
+                "dev-4090",
+                "rtx4090",
+                4,
+                now - IDLE_HISTORY,
+                2,
+                "Retriever evaluation runs, one checkpoint at a time.",
+                ends_at=soon + 2 * day,
+            )
+            capacity_request_approve(request=evaluation, actor=admin)
         # Workload classes (issue 36): production serving on L40S (above), batch on the 4090s.
         batch = ask(
             "bob",
@@ -620,25 +639,29 @@ class Command(BaseCommand):
         """Reclamation policies and the findings an idle scan would have left, with the series
         it would have read (a fake dcgm-exporter: a few busy cards, the rest near 0 %), so the
         idle page shows every state: reclaim in a few hours, dry run past its grace, resolved.
-        They stand on two demo allocations granted :data:`IDLE_HISTORY` ago (:meth:`_requests`):
-        nlp's serving and vision's pre-training, whose cards no job has used. The pre-training's
-        readings of the whole time are kept as its serving rollups, so its serving page shows
-        the idleness its finding was judged on (nlp's shaped fine-tune, busy, has none: the
-        advisor's rows are its readings, :meth:`_advisor`)."""
+        They stand on two demo allocations granted :data:`IDLE_HISTORY` ago (:meth:`_requests`)
+        whose cards no job has used: nlp's retriever evaluation on four 4090s and vision's
+        pre-training. Each one's readings of the whole time are kept as its serving rollups, so
+        its serving page shows the series its findings were judged on (nlp's chat serving and
+        shaped fine-tune, busy, have none: their rows are :meth:`_serving`'s and
+        :meth:`_advisor`'s)."""
         if IdleFinding.objects.exists():
             return
         pools = {p.slug: p for p in Pool.objects.all()}
-        serving_policy, _ = ReclamationPolicy.objects.get_or_create(
+        ReclamationPolicy.objects.get_or_create(
             pool=pools["infer-k8s"], defaults={"dry_run": False, "grace_hours": 24}
+        )
+        dev_policy, _ = ReclamationPolicy.objects.get_or_create(
+            pool=pools["dev-4090"], defaults={"dry_run": False, "grace_hours": 24}
         )
         training_policy, _ = ReclamationPolicy.objects.get_or_create(pool=pools["train-slurm"])
         now = timezone.now().replace(second=0, microsecond=0)
         granted = Allocation.objects.filter(
             status__in=RUNNING_STATUSES, starts_at__lte=now - IDLE_HISTORY
         ).select_related("pool", "team", "gpu_model")
-        serving = granted.filter(pool__slug="infer-k8s", team__slug="nlp").first()
+        evaluation = granted.filter(pool__slug="dev-4090", team__slug="nlp").first()
         training = granted.filter(pool__slug="train-slurm", team__slug="vision").first()
-        if serving is None or training is None:
+        if evaluation is None or training is None:
             return
         rng = random.Random(7)
         hour = timedelta(hours=1)
@@ -669,31 +692,48 @@ class Command(BaseCommand):
                 **fields,
             )
 
-        def window(allocation, policy, seen_at, busy):
-            return _demo_series(allocation, busy, seen_at, policy.window_minutes, rng)
+        def keep_as_rollups(allocation, readings, policy, seen_at):
+            """The readings as the allocation's serving rollups, from its start to ``seen_at``."""
+            rows = demo_gpu_rollups(
+                readings,
+                start=bucket_floor(allocation.starts_at) + timedelta(minutes=5),
+                end=bucket_floor(seen_at),
+                busy_pct=float(policy.idle_below_pct),
+            )
+            stored = [ServingRollup(allocation=allocation, **row) for row in rows]
+            with transaction.atomic():  # as a pass stores them: the API's list joins coverage
+                ServingRollup.objects.bulk_create(stored)
+                serving_coverage_note(stored)
 
-        # nlp's 8 L40S: 2 cards serve, 6 idle; warned 19 h ago, reclaimed in 5 h (24 h grace)
+        # nlp's retriever evaluation: one of its 4 cards at work until 30 h ago (idle: seen from
+        # 34 h ago), all 4 until 20 h ago (busy again: that finding resolved 29 h ago), then one
+        # again (idle: seen from 19 h ago, warned then, reclaimed in 5 h under a 24 h grace)
         seen = now - timedelta(minutes=3)
+        readings = _demo_history(
+            evaluation,
+            [(now - 30 * hour, 1), (now - 20 * hour, 4), (seen, 1)],
+            rng,
+        )
         finding(
-            serving,
-            serving_policy,
+            evaluation,
+            dev_policy,
             seen,
-            window(serving, serving_policy, seen, busy=2),
+            readings,
             first_seen_at=now - 19 * hour,
             warned_at=now - 19 * hour,
         )
-        # ...and an earlier finding of it that ended when the traffic came back
         finding(
-            serving,
-            serving_policy,
+            evaluation,
+            dev_policy,
             now - 30 * hour,
-            window(serving, serving_policy, now - 30 * hour, busy=3),
+            readings,
             state=IdleFindingState.RESOLVED,
             first_seen_at=now - 34 * hour,
             warned_at=now - 34 * hour,
             closed_at=now - 29 * hour,
-            note="busy again: 8 cards busy",
+            note="busy again: 4 cards busy",
         )
+        keep_as_rollups(evaluation, readings, dev_policy, seen)
         # vision's 16 A100 under a dry-run policy: idle since they were granted, would have been
         # ended 6 h ago; one series of the whole time, read for the finding and kept as rollups
         idle_since = training.starts_at
@@ -708,16 +748,7 @@ class Command(BaseCommand):
             would_reclaim_at=now - 6 * hour,
             note="dry run: would end it",
         )
-        rows = demo_gpu_rollups(
-            readings,
-            start=bucket_floor(idle_since) + timedelta(minutes=5),
-            end=bucket_floor(seen),
-            busy_pct=float(training_policy.idle_below_pct),
-        )
-        stored = [ServingRollup(allocation=training, **row) for row in rows]
-        with transaction.atomic():  # as a pass stores them: the API's list joins coverage
-            ServingRollup.objects.bulk_create(stored)
-            serving_coverage_note(stored)
+        keep_as_rollups(training, readings, training_policy, seen)
         # the scan record such a scan leaves, so the page does not say "no scan has run" above
         # the findings it shows (a demo has no Prometheus: the note says so)
         IdleScanRun.objects.create(
@@ -846,6 +877,28 @@ class Command(BaseCommand):
             spec = dict(spec)
             slug = spec.pop("slug")
             Pool.objects.get_or_create(slug=slug, defaults=spec)
+
+
+def _demo_history(allocation, pieces, rng) -> list[DeviceUsage]:
+    """The allocation's readings from its start, one a minute, in pieces ``(end, busy)`` one
+    after the other (:func:`_demo_series` each: its first ``busy`` cards at work), joined card by
+    card; a piece's first minute is the one before's last, read once."""
+    start, parts = allocation.starts_at, []
+    for end, busy in pieces:
+        minutes = int((end - start).total_seconds() // 60)
+        parts.append(_demo_series(allocation, busy, end, minutes, rng))
+        start = end
+    joined = parts[0]
+    for part in parts[1:]:
+        joined = [
+            replace(
+                a,
+                util_pct=a.util_pct + b.util_pct[1:],
+                fb_used_mib=a.fb_used_mib + b.fb_used_mib[1:],
+            )
+            for a, b in zip(joined, part, strict=True)
+        ]
+    return joined
 
 
 def _demo_series(allocation, busy, end, window_minutes, rng) -> list[DeviceUsage]:

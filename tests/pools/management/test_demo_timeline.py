@@ -27,10 +27,10 @@ def test_every_demo_request_was_submitted_then_decided_before_its_allocation_sta
     call_command("load_demo", stdout=StringIO())
     demo_billing_load(months=1)
     allocations = list(Allocation.objects.filter(request__isnull=False).select_related("request"))
-    # started before the demo was loaded: nlp's serving and fine-tune and vision's idle
-    # pre-training, the elastic one (load_demo) and last month's three reservations
-    # (billing.demo.RESERVATIONS)
-    assert sum(a.starts_at < loaded_at for a in allocations) == 7
+    # started before the demo was loaded: nlp's serving, fine-tune and retriever evaluation and
+    # vision's idle pre-training, the elastic one (load_demo) and last month's three
+    # reservations (billing.demo.RESERVATIONS)
+    assert sum(a.starts_at < loaded_at for a in allocations) == 8
     wrong = []
     for allocation in allocations:
         request = allocation.request
