@@ -30,9 +30,10 @@ def test_the_demo_fires_six_rules_with_evidence():
     assert all(f.evidence and f.fix for f in live)
     # every allocation with rollups is in /api/v1/serving/'s list, which joins the coverage
     # rows a pass writes beside them (nlp's A100 evaluation endpoint was missing from it)
-    # (and vision's idle pre-training, whose rows are the readings its idle finding was judged on)
+    # (and vision's idle pre-training and nlp's retriever evaluation on the 4090s, whose rows are
+    # the readings their idle findings were judged on)
     rolled_up = set(ServingRollup.objects.values_list("allocation_id", flat=True))
-    assert len(rolled_up) == 4
+    assert len(rolled_up) == 5
     assert set(ServingCoverage.objects.values_list("allocation_id", flat=True)) == rolled_up
     assert AdvisorRun.objects.count() == 13  # every two hours over the last day, and now
     findings = AdvisorFinding.objects.count()
