@@ -268,13 +268,24 @@ def _elastic_burst_seconds(periods, month) -> dict[tuple[int, int], list[Decimal
     month, the cards its scale events held above the floor less those placed in a burst pool),
     by the allocation's pool. The floor is already in :func:`_held_card_seconds`; the records
     are what the statement charges, so the idle cost and the bill count the same card-hours.
-    One ``GROUP BY`` (:func:`billing.charges.period_sums`)."""
+    One ``GROUP BY`` (:func:`billing.charges.period_sums`) by allocation, then the pools of the
+    few elastic allocations it names, read only when there are some (a past month's page with
+    no burst reads no allocation: its held card-seconds come from the cache)."""
     records = UsageRecord.objects.filter(
         month=month, basis=ChargeBasis.BURST, unit=UsageUnit.CARD_SECONDS,
         allocation__isnull=False, gpu_model__isnull=False,
     )  # fmt: skip
-    sums, _ = period_sums(records, periods, ("allocation__pool_id", "gpu_model_id"))
-    return dict(sums)
+    sums, _ = period_sums(records, periods, ("allocation_id", "gpu_model_id"))
+    if not sums:
+        return {}
+    pool_of = dict(
+        Allocation.objects.filter(pk__in={a for a, _ in sums}).values_list("pk", "pool_id")
+    )
+    out: dict[tuple[int, int], list[Decimal]] = defaultdict(lambda: [Decimal(0)] * len(periods))
+    for (allocation_id, model_id), seconds in sums.items():
+        key = (pool_of[allocation_id], model_id)
+        out[key] = [a + b for a, b in zip(out[key], seconds, strict=True)]
+    return dict(out)
 
 
 def _used_outside_costs(periods, month, capacity) -> dict[int, Decimal]:
