@@ -41,9 +41,11 @@ ANSWER_DOC = (
     "ceiling; "
     "`when`: per eligible pool × GPU model the earliest start where the count and shape fit "
     "(null: not within a year); `where_instead`: alternatives (kind other_model, other_pool, "
-    "split_shape, smaller_shape, fewer_cards, growth) with free cards, earliest start, price and "
+    "split_shape, smaller_shape, fewer_cards, growth; a pool with fewer usable cards than an "
+    "alternative asks is left out) with free cards, earliest start, price and "
     "the request fields to change (`prefill`); `holders`: who holds the cards: pool admins get "
     "`allocations` (team, allocation id, cards, ends), everyone else `own_allocations`, "
+    "`own_held_peak` (the most of those held at once in the window), "
     "`other_teams` (a count) and `other_ends` (cards and end times only); `overrides`: the "
     "team's temporary overrides in force in that pool and GPU model, in words."
 )

@@ -137,7 +137,8 @@ def test_form_panel_offers_alternatives_as_prefilled_links(world):
 def test_form_panel_for_more_cards_than_the_pool_has(world):
     """100 A100 from start + 3 d (vision's 12 have ended): all 16 are free and fewer than
     asked. The list of reasons starts each with a capital, as the budget's does; 100 H800,
-    of which the pool has 16, are never free (it said "not within a year")."""
+    of which the pool has 16, are never free, so they are no alternative (they were offered as
+    "never (the pool has 16 usable)"): the 16 A100 free now are."""
     local = timezone.localtime(world["start"] + timedelta(days=3))
     fields = {
         "team": "nlp", "kind": "cards", "workload_kind": "training", "pool": "train-slurm",
@@ -151,7 +152,8 @@ def test_form_panel_for_more_cards_than_the_pool_has(world):
         '<li data-code="free_cards">All 16 A100 SXM4 80GB cards in Training are free for the '
         "whole window, fewer than the 100 asked</li>"
     ) in html
-    assert "100 H800 SXM5 in Training: 16 free, never (the pool has 16 usable)" in html
+    assert "H800" not in html
+    assert '<li data-kind="fewer_cards">16 A100 SXM4 80GB in Training: 16 free, free now' in html
 
 
 def test_form_panel_without_enough_fields_says_what_is_missing(world):
