@@ -211,7 +211,7 @@ DATASET_2026_MOE = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_moe.json"
 #: publication, so a fold that left it out had nothing to fit that engine's own numbers on
 #: (:func:`fit_efficiencies`). With them every one of the 13 folds fits the PyTorch backend the
 #: same (compute efficiency 0.55, host overlap exponent 1.5), and the 357 rows of the three sets
-#: above score median 12.1 % / P90 32.5 % (38.1 % before: their own source's Qwen3-30B-A3B
+#: above score median 12.1 % / P90 32.8 % (38.1 % before: their own source's Qwen3-30B-A3B
 #: single-card cells are no longer 40-95 % high). Not in the default run: above the targets.
 DATASET_2026_TRTLLM_NEXT = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_trtllm_next.json"
 #: Issue 34: users' own runs from public issue and pull-request threads, one source per thread

@@ -90,6 +90,15 @@ KERNELS_PER_LAYER = 10
 ALLREDUCE_LATENCY_NVLINK_S = 10e-6
 ALLREDUCE_LATENCY_PCIE_S = 50e-6
 
+#: Share of the NVLink rate (per direction) a ring collective's bus bandwidth reaches: "450GB/s is
+#: the line rate. With the protocol overhead (~20%) NCCL can get an effective NVLink bandwidth of
+#: 370GB/s" (an NCCL maintainer, NVIDIA/nccl-tests issue 212, on 8 H100; busBw of a ring
+#: all-reduce or of any other collective), 370 / 450 = 0.822, taken for every NVLink generation.
+#: Issue 34, cross-validated: the 726 published rows go from median 11.8 % / P90 39.5 % to
+#: 11.6 / 38.3 % (TensorRT-LLM 0.20 tables, TP 1-8: median 11.4 -> 9.7 %), the default 227 rows
+#: from 9.7 / 25.2 % to 9.3 / 24.8 %.
+NVLINK_COLLECTIVE_SHARE = 370 / 450
+
 #: Share of the PCIe link rate (per direction) an all-reduce's bus bandwidth reaches on cards
 #: without NVLink: nccl-tests all_reduce_perf on 8 RTX 5090 over PCIe 5.0 (64 GB/s per
 #: direction) peaked at 28 GB/s bus bandwidth, 35 GB/s on 4 of them (github.com/NVIDIA/nccl
@@ -185,8 +194,9 @@ def allreduce_s(
 ) -> float:
     """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
 
-    latency + 2 × (tp - 1) / tp × bytes / bus bandwidth: NVLink per direction where it spans
-    the group, else the PCIe link rate × :data:`PCIE_ALLREDUCE_SHARE`; 0 for tp = 1. Ring
+    latency + 2 × (tp - 1) / tp × bytes / bus bandwidth: NVLink per direction ×
+    :data:`NVLINK_COLLECTIVE_SHARE` where it spans the group, else the PCIe link rate ×
+    :data:`PCIE_ALLREDUCE_SHARE`; 0 for tp = 1. Ring
     all-reduce traffic per card is the llm-analysis formula (sizing_anchors.md 2.5). A group
     larger than a node (:func:`pools.sizing.gpus.node_gpus`) is bound by its slowest ring link,
     the NIC: ``nic_gbps`` Gb/s per card (/ 8 for bytes), :data:`NIC_LATENCY_S`; 16 H100 on
@@ -201,13 +211,14 @@ def allreduce_s(
 def _ring_link(*, ranks: int, gpu: GpuSpec, nic_gbps: float | None) -> tuple[float, float]:
     """(latency s, bus bandwidth B/s) of a ring collective over ``ranks`` cards of ``gpu``:
     the NIC (:data:`NIC_LATENCY_S`, ``nic_gbps`` / 8) for a group larger than a node, else
-    NVLink per direction where it spans the group, else PCIe x :data:`PCIE_ALLREDUCE_SHARE`."""
+    NVLink per direction x :data:`NVLINK_COLLECTIVE_SHARE` where it spans the group, else PCIe
+    x :data:`PCIE_ALLREDUCE_SHARE`."""
     if ranks > node_gpus(gpu):
         return NIC_LATENCY_S, _nic_bytes_per_s(nic_gbps)
     nvlink = gpu.nvlink_spans(ranks)
     latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
-    bandwidth = gpu.peer_bandwidth_bytes_per_s(ranks) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
-    return latency, bandwidth
+    share = NVLINK_COLLECTIVE_SHARE if nvlink else PCIE_ALLREDUCE_SHARE
+    return latency, gpu.peer_bandwidth_bytes_per_s(ranks) * share
 
 
 def gather_or_scatter_s(
@@ -251,7 +262,9 @@ def all_to_all_s(
         return 0.0
     local = min(ranks, node_gpus(gpu))
     nvlink = gpu.nvlink_spans(local)
-    inside_bw = gpu.peer_bandwidth_bytes_per_s(local) * (1.0 if nvlink else PCIE_ALLREDUCE_SHARE)
+    inside_bw = gpu.peer_bandwidth_bytes_per_s(local) * (
+        NVLINK_COLLECTIVE_SHARE if nvlink else PCIE_ALLREDUCE_SHARE
+    )
     seconds = bytes_per_card * (local - 1) / ranks / inside_bw
     latency = ALLREDUCE_LATENCY_NVLINK_S if nvlink else ALLREDUCE_LATENCY_PCIE_S
     if ranks > local:

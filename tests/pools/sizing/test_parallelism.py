@@ -259,13 +259,14 @@ def test_dp_attention_kv_on_the_busiest_card_is_its_ranks_share_of_the_sequences
 
 def test_all_to_all_crosses_the_nic_for_the_ranks_on_other_nodes():
     """1 MB per card among 16 H200 on two nodes: 8 / 16 of it goes over the 400 Gb/s NIC
-    (50 GB/s) while 7 / 16 goes over NVLink (450 GB/s per direction, faster): 50 us + 0.5e6 /
-    50e9 = 60 us. Among 8 on one node: 10 us + 0.875e6 / 450e9 = 11.944 us."""
+    (50 GB/s) while 7 / 16 goes over NVLink (450 GB/s per direction, 370 GB/s of it reached by
+    a collective: faster): 50 us + 0.5e6 / 50e9 = 60 us. Among 8 on one node: 10 us + 0.875e6 /
+    370e9 = 12.365 us."""
     gpu = gpu_spec("h200_sxm")
 
     assert all_to_all_s(bytes_per_card=1e6, ranks=16, gpu=gpu, nic_gbps=400) == pytest.approx(60e-6)
     assert all_to_all_s(bytes_per_card=1e6, ranks=8, gpu=gpu) == pytest.approx(
-        10e-6 + 0.875e6 / 450e9
+        10e-6 + 0.875e6 / 370e9
     )
     assert all_to_all_s(bytes_per_card=1e6, ranks=1, gpu=gpu) == 0.0
 
@@ -315,12 +316,13 @@ def test_dp_attention_decode_step_costs_the_all_to_all_and_no_cross_node_all_red
 
 
 def test_an_all_gather_or_reduce_scatter_is_half_a_ring_all_reduce():
-    """8 H200 (NVLink 450 GB/s per direction), 8 MB gathered: 10 us + 7 / 8 x 8e6 / 450e9 s =
-    25.556 us; the all-reduce of the same tensor moves twice the bytes after one latency."""
+    """8 H200 (NVLink 450 GB/s per direction, 370 GB/s reached), 8 MB gathered: 10 us + 7 / 8 x
+    8e6 / 370e9 s = 28.919 us; the all-reduce of the same tensor moves twice the bytes after
+    one latency."""
     gpu = gpu_spec("h200_sxm")
 
     gathered = gather_or_scatter_s(message_bytes=8e6, ranks=8, gpu=gpu)
-    assert gathered == pytest.approx(25.5556e-6, rel=1e-5)
+    assert gathered == pytest.approx(28.9189e-6, rel=1e-5)
     assert allreduce_s(message_bytes=8e6, tp=8, gpu=gpu) == pytest.approx(
         10e-6 + 2 * (gathered - 10e-6)
     )
@@ -330,22 +332,23 @@ def test_an_all_gather_or_reduce_scatter_is_half_a_ring_all_reduce():
 def test_moe_all_gather_moves_every_token_whatever_k():
     """Llama 4 Maverick FP8 (h 5,120, k 1, 24 MoE layers), 3,000 tokens on 8 H200: gather
     3,000 x (5,120 x 1 B + 1 x 8 B routing) = 15,384,000 B, reduce-scatter 3,000 x 5,120 x 2 B
-    = 30,720,000 B: (10 us + 7 / 8 x 15,384,000 / 450e9) + (10 us + 7 / 8 x 30,720,000 /
-    450e9) = 109.647 us a layer, 2.6315 ms for 24. The all-to-all of the same pass sends each
-    card's 375 tokens to k = 1 expert: (10 us + 7 / 8 x 1,920,000 / 450e9) + (10 us + 7 / 8 x
-    3,840,000 / 450e9) = 31.2 us a layer, 8 times less data."""
+    = 30,720,000 B at the 370 GB/s a collective reaches of NVLink's 450: (10 us + 7 / 8 x
+    15,384,000 / 370e9) + (10 us + 7 / 8 x 30,720,000 / 370e9) = 129.030 us a layer, 3.0967 ms
+    for 24. The all-to-all of the same pass sends each card's 375 tokens to k = 1 expert:
+    (10 us + 7 / 8 x 1,920,000 / 370e9) + (10 us + 7 / 8 x 3,840,000 / 370e9) = 33.6 us a
+    layer, 8 times less data."""
     model, fp8, gpu = model_preset("llama4_maverick"), precision_parse("FP8"), gpu_spec("h200_sxm")
 
     gathered = moe_allgather_s(
         model=model, precision=fp8, tokens=3_000, ranks=8, gpu=gpu, nic_gbps=None
     )
-    layer = (10e-6 + 7 / 8 * 15_384_000 / 450e9) + (10e-6 + 7 / 8 * 30_720_000 / 450e9)
-    assert layer == pytest.approx(109.647e-6, rel=1e-5)
+    layer = (10e-6 + 7 / 8 * 15_384_000 / 370e9) + (10e-6 + 7 / 8 * 30_720_000 / 370e9)
+    assert layer == pytest.approx(129.030e-6, rel=1e-5)
     assert gathered == pytest.approx(24 * layer)
     sent = moe_all_to_all_s(
         model=model, precision=fp8, tokens_per_card=375, ranks=8, gpu=gpu, nic_gbps=None
     )
-    assert sent == pytest.approx(24 * (20e-6 + 7 / 8 * (1_920_000 + 3_840_000) / 450e9))
+    assert sent == pytest.approx(24 * (20e-6 + 7 / 8 * (1_920_000 + 3_840_000) / 370e9))
     dense = model_preset("llama3_70b")
     assert (
         moe_allgather_s(model=dense, precision=fp8, tokens=3_000, ranks=8, gpu=gpu, nic_gbps=None)
