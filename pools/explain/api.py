@@ -1,8 +1,10 @@
 """API of the explainer: ``POST /api/v1/requests/explain/`` (a dry run of a request's fields,
 nothing saved) and ``GET /api/v1/requests/{id}/explanation/`` (a saved request's).
 
-A team the caller cannot see is a 404, like the team itself (and a request of such a team, like
-the request). The dry run's fields are checked as a create checks them
+A request of a team the caller cannot see is a 404, like the request itself (its id is in the
+path). A team slug in the dry run's body is a field like the others: one the caller cannot see
+is the create's 400 naming ``team``, worded as for a slug no team has, so the answer never tells
+whether another team exists. The dry run's fields are checked as a create checks them
 (:class:`pools.capacity.api.CapacityRequestSerializer`, then
 :func:`pools.capacity.services.requests.validate_request_fields` and ``validate_shape_fields``):
 invalid fields are a 400 with the same ``errors``; the last check of a create, whether the cards
@@ -33,7 +35,6 @@ from pools.capacity.services.requests import (
 from pools.common.choices import RequestKind
 from pools.common.errors import InvalidInput
 from pools.explain import selectors
-from pools.tenancy import selectors as tenancy_selectors
 
 ANSWER_DOC = (
     "`approvable_now`; `summary` (plain words); `why_not`: reasons in order, each `{code, text, "
@@ -41,9 +42,11 @@ ANSWER_DOC = (
     "ceiling; "
     "`when`: per eligible pool × GPU model the earliest start where the count and shape fit "
     "(null: not within a year); `where_instead`: alternatives (kind other_model, other_pool, "
-    "split_shape, smaller_shape, fewer_cards, growth) with free cards, earliest start, price and "
+    "split_shape, smaller_shape, fewer_cards, growth; a pool with fewer usable cards than an "
+    "alternative asks is left out) with free cards, earliest start, price and "
     "the request fields to change (`prefill`); `holders`: who holds the cards: pool admins get "
     "`allocations` (team, allocation id, cards, ends), everyone else `own_allocations`, "
+    "`own_held_peak` (the most of those held at once in the window), "
     "`other_teams` (a count) and `other_ends` (cards and end times only); `overrides`: the "
     "team's temporary overrides in force in that pool and GPU model, in words."
 )
@@ -161,8 +164,10 @@ class RequestExplainView(APIView):
         request=ExplainSerializer,
         responses={
             200: OpenApiResponse(OpenApiTypes.OBJECT, description=ANSWER_DOC),
-            400: OpenApiResponse(description="Invalid fields, as for a create."),
-            404: OpenApiResponse(description="A team you cannot see."),
+            400: OpenApiResponse(
+                description="Invalid fields, as for a create (a team you cannot see: `team`, "
+                "as a slug no team has)."
+            ),
         },
         examples=[
             OpenApiExample(
@@ -182,10 +187,6 @@ class RequestExplainView(APIView):
         ],
     )
     def post(self, request):
-        slug = request.data.get("team") if hasattr(request.data, "get") else None
-        if isinstance(slug, str) and slug:
-            if not tenancy_selectors.team_list(user=request.user).filter(slug=slug).exists():
-                raise NotFound("No such team.")
         form = ExplainSerializer(data=request.data, context={"request": request})
         form.is_valid(raise_exception=True)
         return Response(explain_fields(user=request.user, data=dict(form.validated_data)))

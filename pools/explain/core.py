@@ -41,12 +41,16 @@ otherwise; the same model in another pool; for a shape that does not fit, the sa
 over more nodes, and the largest shape that fits; fewer cards (those free now); and, when no
 pool has the model at all, capacity to add. Each with its free cards, earliest start, price
 (the rate card's reserved card-hour price × cards × hours of the window) and the request
-fields that make the change (``prefill``).
+fields that make the change (``prefill``). An option with fewer usable cards than it would
+ask for is left out: no end of a holding allocation ever frees them, so it is no alternative
+(the *when* of a target says "never" for it instead).
 
 **Who holds it** (:func:`holders`): the holding allocations of the target in the window, and
 from when more cards are free. A pool admin sees teams, allocations and their ends; anyone
-else sees their own team's allocations and, for other teams, only how many teams, how many
-cards and when those end: never another team's name, slug, allocation id or cost.
+else sees their own team's allocations and the most of them held at once (``own_held_peak``,
+by the peak rule of ``held_peak``, not their sum over the window) and, for other teams, only
+how many teams, how many cards and when those end: never another team's name, slug,
+allocation id or cost.
 """
 
 from __future__ import annotations
@@ -838,6 +842,8 @@ def _other_options(
             cards = ask.sizing_cards[option.model.slug]
             if shape is not None and shape.total_cards != cards:
                 shape = None
+        if cards > option.usable:  # never free, whatever ends: no alternative
+            continue
         rows.append(
             _alternative(
                 ask,
@@ -864,8 +870,6 @@ def _alternative(
         when = "free now"
     elif at is not None:
         when = f"from {stamp(at)}"
-    elif cards > option.usable:  # as the when rows say it (_when_text)
-        when = f"never (the pool has {option.usable} usable)"
     else:
         when = "not within a year"
     text = f"{what}: {free} free, {when}"
@@ -970,12 +974,20 @@ def holders(ask: Ask, option: OptionFacts, *, viewer: Viewer) -> dict[str, Any]:
         answer["allocations"] = [_hold_row(h) for h in inside]
     else:
         answer["own_allocations"] = [_hold_row(h) for h in own] if viewer.member_of_team else []
+        answer["own_held_peak"] = _own_peak(own, ask) if viewer.member_of_team else 0
         answer["other_teams"] = len({h.team_slug for h in others if h.maintenance_id is None})
         answer["away_for_maintenance"] = sum(h.cards for h in others if h.maintenance_id)
         answer["other_ends"] = [{"cards": h.cards, "ends_at": h.ends_at} for h in others]
         answer["other_ends_text"] = "; ".join(f"{h.cards} at {stamp(h.ends_at)}" for h in others)
     answer["text"] = _holders_text(answer, others, frees, viewer)
     return answer
+
+
+def _own_peak(own: Sequence[HoldFacts], ask: Ask) -> int:
+    """The most cards the team holds at once in the ask's window (the rule of
+    :func:`pools.capacity.arithmetic.peak_cards`, as ``held_peak``): five daily occurrences of 8
+    cards in a week's window hold 8 at any instant, not 40."""
+    return peak_cards([(h.starts_at, h.ends_at, h.cards) for h in own], ask.start, ask.end)
 
 
 def _hold_row(hold: HoldFacts) -> dict[str, Any]:
@@ -1024,10 +1036,10 @@ def _holders_text(
         )
     else:
         n = answer["other_teams"]
-        own = sum(a["cards"] for a in answer["own_allocations"])
+        own = answer["own_held_peak"]
         text = f"held by {n} other team{'s' if n != 1 else ''}" if n else "no other team holds any"
         if own:
-            text += f"; your team holds {own}"
+            text += f"; your team holds {own} at its peak"
     if frees:
         text += f"; {frees[0]['free']} free from {stamp(frees[0]['at'])}"
     return text

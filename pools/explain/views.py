@@ -44,7 +44,9 @@ def request_explanation(request, pk: int):
 
 def draft_explanation(request):
     """The request form's live panel: the explanation of the fields typed so far (GET, the
-    form's fields), with each alternative as a link to the form filled in with it."""
+    form's fields), with each alternative as a link to the form filled in with it. The
+    fragment for htmx, else a page of its own with a link back to the form with these fields
+    (opened directly, the fragment alone had no stylesheet)."""
     teams = tenancy_selectors.team_list(user=request.user).order_by("name")
     form = CapacityRequestForm(request.GET, teams=teams)
     answer, hint = None, ""
@@ -54,11 +56,11 @@ def draft_explanation(request):
         hint = "Capacity to add needs no free cards: a pool admin plans it."
     else:
         answer, hint = _draft_answer(request, form.cleaned_data)
-    response = render(
-        request,
-        f"{TEMPLATE}#answer",
-        {"answer": _shown(answer, base=request.GET), "hint": hint, "links": True},
-    )
+    context = {"answer": _shown(answer, base=request.GET), "hint": hint, "links": True}
+    if not request.htmx:
+        context["form_href"] = _prefilled(request.GET, {})
+        context["form_filled"] = any(request.GET.get(k) for k in FORM_FIELDS)
+    response = render(request, f"{TEMPLATE}#answer" if request.htmx else TEMPLATE, context)
     patch_vary_headers(response, ["HX-Request"])
     return response
 
@@ -115,7 +117,8 @@ def _prefilled(base, changes: dict[str, Any]) -> str:
             fields[key] = _local(value)
         else:
             fields[key] = value
-    return f"{reverse('pools:request-new')}?{urlencode(fields)}"
+    query = urlencode(fields)
+    return f"{reverse('pools:request-new')}?{query}" if query else reverse("pools:request-new")
 
 
 def _local(iso: str) -> str:

@@ -1316,8 +1316,9 @@ def estimate_from_fields(
     ``engines``
     holds refitted profiles by name (the cross-validation passes profiles refitted without the
     source it scores); their fitted numbers replace those of the chosen profile, whose
-    version-chosen kernels stay. Unknown keys are ignored. Raises :class:`SizingInputError`
-    for anything it cannot use.
+    version-chosen kernels stay. Keys it does not read are passed over (the ``estimate``
+    command refuses them first: its ``COMMAND_FIELDS``). Raises :class:`SizingInputError` for
+    anything it cannot use.
     """
     model, gpu = _model_and_gpu(fields, presets=presets, gpus=gpus, name_to_slug=name_to_slug)
     tp = _int_field(fields, "tp", 1)
@@ -1423,35 +1424,50 @@ def _model_and_gpu(
 ) -> tuple[ModelArch, GpuSpec]:
     """The architecture and the GPU a request's ``model`` and ``gpu`` name (see
     :func:`estimate_from_fields`); raises :class:`SizingInputError` (``not_an_object``,
-    ``missing``, ``unknown_model``, ``unknown_gpu``)."""
+    ``missing``, ``unknown_model``, ``unknown_gpu``; with both names at fault, ``errors``
+    holds each one's message and ``field`` / ``reason`` are the model's)."""
     if not isinstance(fields, Mapping):
         raise SizingInputError("each input must be a JSON object", reason="not_an_object")
+    # Both names are checked before either is refused, so one answer names every fault.
+    faults: list[tuple[str, str, str]] = []  # (field, reason, message)
     for name in ("model", "gpu"):
         if not isinstance(fields.get(name), str):
-            raise SizingInputError(
-                f"{name} must be a string id, got {fields.get(name)!r}",
-                reason="missing",
-                field=name,
+            faults.append(
+                (name, "missing", f"{name} must be a string id, got {fields.get(name)!r}")
             )
-    if fields["model"] == "custom":
-        model = _custom_model(fields.get("custom_model"))
-    else:
-        model = presets.get(fields["model"])
-    if model is None:
-        raise SizingInputError(
-            f"unknown model {fields['model']!r}; known: {', '.join(presets)}",
-            reason="unknown_model",
-            field="model",
-        )
-    gpu = gpus.get(fields["gpu"])
-    if gpu is None and name_to_slug is not None:
-        gpu = gpus.get(name_to_slug(fields["gpu"]))
-    if gpu is None:
-        raise SizingInputError(
-            f"unknown GPU model {fields['gpu']!r}; known: {', '.join(gpus)}",
-            reason="unknown_gpu",
-            field="gpu",
-        )
+    model = gpu = None
+    if isinstance(fields.get("model"), str):
+        if fields["model"] == "custom":
+            model = _custom_model(fields.get("custom_model"))
+        else:
+            model = presets.get(fields["model"])
+        if model is None:
+            faults.append(
+                (
+                    "model",
+                    "unknown_model",
+                    f"unknown model {fields['model']!r}; known: {', '.join(presets)}",
+                )
+            )
+    if isinstance(fields.get("gpu"), str):
+        gpu = gpus.get(fields["gpu"])
+        if gpu is None and name_to_slug is not None:
+            gpu = gpus.get(name_to_slug(fields["gpu"]))
+        if gpu is None:
+            faults.append(
+                (
+                    "gpu",
+                    "unknown_gpu",
+                    f"unknown GPU model {fields['gpu']!r}; known: {', '.join(gpus)}",
+                )
+            )
+    if faults:
+        faults.sort(key=lambda fault: fault[0] != "model")  # the model's first
+        field, reason, message = faults[0]
+        if len(faults) > 1:
+            errors = {name: text for name, _, text in faults}
+            raise SizingInputError(message, reason=reason, field=field, errors=errors)
+        raise SizingInputError(message, reason=reason, field=field)
     return model, gpu
 
 

@@ -67,6 +67,8 @@ PAGES = {
     "requests/queue/": "/requests/queue/",
     "requests/<int:pk>/": "/requests/{request}/",
     "requests/<int:pk>/explanation/": "/requests/{request}/explanation/",
+    # the form's live panel opened directly: a page of its own (30 L40S, more than are free)
+    "requests/explain/": "/requests/explain/?{explain_fields}",
     "allocations/": "/allocations/",
     "allocations/<int:pk>/serving/": "/allocations/{serving}/serving/",  # recorded demo series
     # what it serves: the linked estimate, and the form a manager links another with
@@ -133,7 +135,6 @@ NOT_PAGES = {
     "costs/budgets/<int:pk>/delete/": "POST only (the edit page's button)",
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
-    "requests/explain/": "the request form's live panel (an htmx fragment; opened in its form)",
     "teams/suggest/": "the team pickers' <option>s (an htmx fragment for their datalist)",
     "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
     "teams/<slug:slug>/calendar/<str:action>/": "POST only (make or reset the feed link)",
@@ -205,7 +206,7 @@ def test_every_route_is_opened_or_named_as_not_a_page(db):
     assert sorted((set(PAGES) | set(NOT_PAGES)) - routes) == []  # a route that is gone
 
 
-def _demo_ids() -> dict[str, int]:
+def _demo_ids() -> dict[str, int | str]:
     from django.contrib.auth import get_user_model
 
     from billing.budgets.models import Budget
@@ -250,7 +251,19 @@ def _demo_ids() -> dict[str, int]:
                 "rows": [{**row, "allocation": a.pk, "team": a.team.slug,
                           "card_count": a.card_count} for a in held]},
     )  # fmt: skip
+    from datetime import timedelta
+    from urllib.parse import urlencode
+
+    from django.utils import timezone
+
+    start = (timezone.localtime() + timedelta(days=7)).replace(hour=9, minute=0)
+    explain_fields = urlencode(
+        {"team": "nlp", "kind": "cards", "workload_kind": "inference", "pool": "infer-k8s",
+         "gpu_model": "l40s", "card_count": 30, "starts_at": f"{start:%Y-%m-%dT%H:%M}",
+         "ends_at": f"{start + timedelta(hours=3):%Y-%m-%dT%H:%M}"}
+    )  # fmt: skip
     return {
+        "explain_fields": explain_fields,
         "request": CapacityRequest.objects.order_by("pk").first().pk,
         "elastic": policy.pk,
         "elastic_whatif": whatif.pk,

@@ -37,7 +37,8 @@ where 8 of 10 similar published measurements fell, pools/sizing/band.py), ``tpot
 (what this fleet's serving allocations of the same model, GPU model, precision and engine
 measured: ``tok_s_per_card``, ``days``, ``median_ratio`` ... from the calibration records;
 ``null`` when none did), or
-``{"input": ..., "error": {"reason", "field", "message"}}``.
+``{"input": ..., "error": {"reason", "field", "message"}}`` (and ``errors``, every field at
+fault, when there are several). A field not named here is refused (reason ``unknown_field``).
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
 """
@@ -53,7 +54,9 @@ from django.core.management.base import BaseCommand
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_traffic, replicas_for_demand
 from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
+from pools.sizing.inputs import INPUTS
 from pools.sizing.plan import (
+    REQUEST_FIELDS,
     estimate_from_fields,
     figures_json,
     pessimistic_replicas,
@@ -63,6 +66,39 @@ from pools.sizing.presets import model_presets
 from pools.sizing.selectors import measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
+
+#: Every field an input may hold; any other is refused (``unknown_field``), since a misspelt
+#: or foreign field that were ignored would give an estimate of something else without a word.
+COMMAND_FIELDS = frozenset((*REQUEST_FIELDS, "custom_model", "requests_per_day", *TRAFFIC_DEFAULTS))
+
+
+def _refuse_unknown_fields(fields) -> None:
+    """Raise :class:`SizingInputError` (reason ``unknown_field``, ``field`` the first in
+    alphabetical order, ``errors`` one message per field) when ``fields`` holds a key this
+    command does not read. A field of the sizing page and API's plan (``output_tok_s``,
+    ``tpot_target_ms`` ...) is named as such: this command estimates one replica at a given
+    load, and sizes for demand from ``requests_per_day``."""
+    if not isinstance(fields, dict):
+        return
+    unknown = sorted(set(fields) - COMMAND_FIELDS, key=str)
+    if not unknown:
+        return
+    errors = {}
+    for name in unknown:
+        if name in INPUTS:
+            errors[name] = (
+                f"{name} is a field of the sizing page and API's plan, not of this command "
+                "(one replica at the load given; demand as requests_per_day)"
+            )
+        else:
+            errors[name] = f"{name} is not a field of this command"
+    raise SizingInputError(
+        f"unknown field(s) {', '.join(map(str, unknown))}; this command reads: "
+        + ", ".join(sorted(COMMAND_FIELDS)),
+        reason="unknown_field",
+        field=str(unknown[0]),
+        errors=errors,
+    )
 
 
 def _refuse_constant(name: str):
@@ -168,6 +204,7 @@ class Command(BaseCommand):
 
     def _one(self, fields, presets, gpus) -> dict:
         try:
+            _refuse_unknown_fields(fields)
             fields = _with_config_file(fields)
             estimate = estimate_from_fields(
                 fields, presets=presets, gpus=gpus, name_to_slug=gpu_slug_for_name

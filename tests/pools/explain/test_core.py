@@ -308,3 +308,66 @@ def test_any_pool_neither_lands_on_nor_is_pointed_to_a_burst_pool():
     assert all(row["pool"] != "burst" for row in answer.where_instead)
     named = explain(ask(2, pool="burst"), [burst, home], viewer=MEMBER)
     assert [row["pool"] for row in named.when] == ["burst"]
+
+
+def test_member_is_told_the_most_cards_the_team_holds_at_once_not_their_sum():
+    """36 usable L40S; the member's own team holds a daily reservation of 8 cards 08:00–17:00
+    on days 1–5 of the week asked (five occurrences, never two at once), another team 4 over
+    the whole week. The team holds 8 at its peak (the sum of the five would be 40, more than
+    the pool's 36); at the peak 8 + 4 = 12 are held → 24 free. Ends inside the window: from
+    day 1–4 17:00 another occurrence still comes (12 held, 24 free: no more); from day 5
+    17:00 only the 4 → 32 free, on 16 Jan 2027 (T0 = Mon 11 Jan 09:00 UTC)."""
+    eight = timedelta(hours=-1)  # 08:00 of T0's day
+    own = [
+        HoldFacts(0, "bob-team", "Bob-Team", 8, T0 + eight + d * DAY,
+                  T0 + eight + d * DAY + timedelta(hours=9), recurring_id=1)
+        for d in range(1, 6)
+    ]  # fmt: skip
+    opt = option(L40S, usable=36, holds=[*own, hold(7, "vision", 4, -1, 9)])
+    holders = explain(ask(2, model="l40s"), [opt], viewer=MEMBER).as_dict()["holders"]
+    assert holders["own_held_peak"] == 8
+    assert holders["held_peak"] == 12
+    assert len(holders["own_allocations"]) == 5
+    assert holders["text"] == (
+        "held by 1 other team; your team holds 8 at its peak; 32 free from 16 Jan 2027 17:00 UTC"
+    )
+
+
+def test_own_cards_that_overlap_count_where_they_overlap():
+    """Own holds 8 on days [0, 2), 4 on [1, 3), 6 on [2, 4): held by the team 8 on day 0,
+    12 on day 1, 10 on day 2, 6 on day 3 → 12 at its peak (the sum 18 is never held): 48 − 12
+    = 36 free; from day 2 (13 Jan) 10 at most → 38. A viewer not in the team sees none of
+    them, so 0."""
+    holds = [hold(1, "bob-team", 8, 0, 2), hold(2, "bob-team", 4, 1, 3),
+             hold(3, "bob-team", 6, 2, 4)]  # fmt: skip
+    answer = explain(ask(2), [option(holds=holds)], viewer=MEMBER).as_dict()
+    assert answer["holders"]["own_held_peak"] == 12
+    assert answer["holders"]["text"] == (
+        "no other team holds any; your team holds 12 at its peak; 38 free from 13 Jan 2027 "
+        "09:00 UTC"
+    )
+    outside = explain(ask(2), [option(holds=holds)], viewer=Viewer(False, member_of_team=False))
+    assert outside.holders["own_held_peak"] == 0
+
+
+def test_where_instead_leaves_out_a_pool_with_fewer_usable_cards_than_asked():
+    """30 L40S asked in 'infer' (36 usable, 12 held → 24 free). A100 (80 GiB ≥ 45, data-centre)
+    has 8 usable there: 30 never fit, so it is no alternative, priced or not. H800 in 'train'
+    has exactly 30 usable, 10 held until day 1: 30 fit from day 1, so it stays. Left: 24 L40S
+    now (fewer cards), then 30 H800 from day 1. With a sizing estimate of 31 H800 (one more
+    than usable: left out) and 8 A100 (8 usable, all free: offered, and first, as both fit now
+    and only the A100 has a price)."""
+    l40s = option(L40S, usable=36, pool="infer", holds=[hold(1, "vision", 12, -1, 9)])
+    a100 = option(A100, usable=8, pool="infer", price=Decimal("1.70"))
+    h800 = option(H800, usable=30, holds=[hold(2, "speech", 10, -1, 1)])
+    answer = explain(ask(30, model="l40s", pool="infer", days=1), [l40s, a100, h800],
+                     viewer=MEMBER)  # fmt: skip
+    rows = [(r["kind"], r["gpu_model"], r["card_count"]) for r in answer.where_instead]
+    assert rows == [("fewer_cards", "l40s", 24), ("other_model", "h800", 30)]
+    assert answer.where_instead[1]["earliest_start"] == T0 + DAY
+    assert "never" not in repr(answer.as_dict()["where_instead"])
+    sized = explain(ask(30, model="l40s", pool="infer", days=1, sizing_cards={"h800": 31,
+                    "a100": 8}), [l40s, a100, h800], viewer=MEMBER)  # fmt: skip
+    assert [(r["gpu_model"], r["card_count"]) for r in sized.where_instead] == [
+        ("a100", 8), ("l40s", 24),
+    ]  # fmt: skip

@@ -5,7 +5,7 @@ ordering."""
 from __future__ import annotations
 
 import re
-from datetime import timedelta
+from datetime import time, timedelta
 from decimal import Decimal
 from urllib.parse import parse_qs, urlparse
 
@@ -137,7 +137,8 @@ def test_form_panel_offers_alternatives_as_prefilled_links(world):
 def test_form_panel_for_more_cards_than_the_pool_has(world):
     """100 A100 from start + 3 d (vision's 12 have ended): all 16 are free and fewer than
     asked. The list of reasons starts each with a capital, as the budget's does; 100 H800,
-    of which the pool has 16, are never free (it said "not within a year")."""
+    of which the pool has 16, are never free, so they are no alternative (they were offered as
+    "never (the pool has 16 usable)"): the 16 A100 free now are."""
     local = timezone.localtime(world["start"] + timedelta(days=3))
     fields = {
         "team": "nlp", "kind": "cards", "workload_kind": "training", "pool": "train-slurm",
@@ -151,12 +152,56 @@ def test_form_panel_for_more_cards_than_the_pool_has(world):
         '<li data-code="free_cards">All 16 A100 SXM4 80GB cards in Training are free for the '
         "whole window, fewer than the 100 asked</li>"
     ) in html
-    assert "100 H800 SXM5 in Training: 16 free, never (the pool has 16 usable)" in html
+    assert "H800" not in html
+    assert '<li data-kind="fewer_cards">16 A100 SXM4 80GB in Training: 16 free, free now' in html
 
 
 def test_form_panel_without_enough_fields_says_what_is_missing(world):
     html = _client(world["bob"]).get("/requests/explain/", {"team": "nlp"}).content.decode()
     assert "Fill in the team" in html
+
+
+def test_form_panel_opened_directly_is_a_page_that_links_back_to_its_form(world):
+    """Opened without htmx (a bookmarked or pasted panel URL) it is a page of the portal, with
+    its stylesheet, and links back to the form with the same fields (the form's own, nothing
+    else of the query); the panel's fragment has neither. With no field: the empty form."""
+    fields = {"team": "nlp", "kind": "cards", "card_count": "8", "junk": "x"}
+    client = _client(world["bob"])
+    page = client.get("/requests/explain/", fields)
+    html = page.content.decode()
+    assert page.status_code == 200 and "<html" in html and "portal.css" in html
+    assert page["Vary"].count("HX-Request") == 1
+    link = re.search(r'<p class="explain-form-link"><a href="([^"]+)">([^<]+)</a>', html)
+    assert link.group(2) == "Open these fields in the request form"
+    href = urlparse(link.group(1).replace("&amp;", "&"))
+    assert href.path == "/requests/new/"
+    assert parse_qs(href.query) == {"team": ["nlp"], "kind": ["cards"], "card_count": ["8"]}
+    fragment = client.get("/requests/explain/", fields, headers={"HX-Request": "true"})
+    assert "<html" not in fragment.content.decode()
+    assert "explain-form-link" not in fragment.content.decode()
+    empty = client.get("/requests/explain/").content.decode()
+    assert '<a href="/requests/new/">Open the request form</a>' in empty
+
+
+def test_a_member_is_told_the_most_cards_the_team_holds_at_once(world, api_as):
+    """nlp (bob's team) reserves 2 A100 every day 08:00–17:00 UTC on days 1–5 of the 7-day
+    window of its 8-card ask; vision holds 12 until start + 2 d. nlp holds 2 at its peak (five
+    occurrences, never two at once; their sum, 10, was said). At the peak 12 + 2 = 14 held;
+    from start + 2 d only nlp's 2 → 14 free."""
+    start = world["start"]
+    RecurringReservationFactory(
+        team=world["bob"].teams.get(), pool=world["pool"],
+        gpu_model=GpuModel.objects.get(slug="a100_80g_sxm"), card_count=2, recurrence="daily",
+        time_zone="UTC", first_date=start.date() + timedelta(days=1),
+        last_date=start.date() + timedelta(days=5), start_time=time(8), end_time=time(17),
+    )  # fmt: skip
+    req = world["asks"][8]
+    holders = api_as(world["bob"]).get(f"/api/v1/requests/{req.pk}/explanation/").json()["holders"]
+    assert len(holders["own_allocations"]) == 5 and holders["own_held_peak"] == 2
+    assert holders["held_peak"] == 14
+    assert holders["text"].startswith("held by 1 other team; your team holds 2 at its peak; 14 ")
+    html = _client(world["bob"]).get(f"/requests/{req.pk}/explanation/").content.decode()
+    assert "your team holds 2 at its peak" in html
 
 
 def test_queue_sorts_by_could_be_approved_now(world, admin_page):

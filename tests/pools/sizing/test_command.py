@@ -285,3 +285,32 @@ def test_expert_and_attention_data_parallel_through_the_command(tmp_path):
     assert first["throughput"]["all_to_all_ms"] > 0
     assert first["throughput"]["allreduce_ms"] == 0
     assert results[1]["error"]["field"] == "dp_attention"
+
+
+def test_a_field_the_command_does_not_read_is_refused_by_name(tmp_path):
+    """The API's plan target ``output_tok_s`` given to the command would have been ignored
+    (an estimate at saturation, exit 0); it is refused and named as the API's, a misspelling
+    too, and a good row beside them is still estimated."""
+    good = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+
+    status, results = estimate(
+        [good | {"output_tok_s": 500}, good | {"concurency": 8}, good], tmp_path
+    )
+
+    assert status == 1
+    first, second, third = results
+    assert first["error"]["reason"] == "unknown_field"
+    assert first["error"]["field"] == "output_tok_s"
+    assert "sizing page and API" in first["error"]["errors"]["output_tok_s"]
+    assert second["error"]["field"] == "concurency"
+    assert second["error"]["errors"] == {"concurency": "concurency is not a field of this command"}
+    assert third["fits"] is True
+
+
+def test_an_unknown_model_and_a_missing_gpu_are_named_together(tmp_path):
+    status, result = estimate({"model": "nope", "input_len": 1, "output_len": 1}, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "unknown_model"
+    assert result["error"]["field"] == "model"
+    assert set(result["error"]["errors"]) == {"model", "gpu"}
