@@ -82,14 +82,14 @@ def ambiguous_time_text(notes: list[dict]) -> str:
 def statement_csv_rows(statements, lines_of: dict | None = None) -> list[list[str]]:
     """The CSV's rows (header first) for ``statements`` (a queryset or list, in its order): two
     queries whatever their number (the statements, then every line of them in one query).
-    ``lines_of`` (statement id -> its lines) stands in for the second query: an unsaved
-    statement (``statement_preview``, id ``None``) has its lines only in memory."""
+    ``lines_of`` (:func:`lines_key` -> the statement's lines) stands in for the second query:
+    an unsaved statement (``statement_preview``, id ``None``) has its lines only in memory."""
     rows = [list(CSV_COLUMNS)]
     statements = list(statements)
     if lines_of is None:
         lines_of = lines_by_statement([s.pk for s in statements])
     for s in statements:
-        for line in lines_of.get(s.pk, ()):
+        for line in lines_of.get(lines_key(s), ()):
             places = quantity_places(line.unit)
             priced = priced_quantity(line.quantity, line.unit)
             rows.append([
@@ -108,6 +108,13 @@ def statement_csv_rows(statements, lines_of: dict | None = None) -> list[list[st
                 line.pool.slug if line.pool_id else "",
             ])  # fmt: skip
     return rows
+
+
+def lines_key(statement) -> int | tuple[str, int]:
+    """A statement's key in :func:`statement_csv_rows`'s ``lines_of``: its id, or for an
+    unsaved preview of the month in progress (id ``None``; the finance month holds one per
+    team) ``("so-far", team id)``."""
+    return statement.pk if statement.pk is not None else ("so-far", statement.team_id)
 
 
 def statements_csv(statements, lines_of: dict | None = None) -> str:

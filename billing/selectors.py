@@ -555,20 +555,67 @@ def _finance_sums_read(month: date, statements: QuerySet[Statement]) -> dict:
             "team__name", "total_amount"
         )[:CHART_TEAMS]
     )
-    by_team = [{"label": name, "amount": amount} for name, amount in top]
-    others = sums["count"] - len(top)
-    if others > 0:  # the rest as one bar: the total minus what the named bars hold
-        rest = (sums["total"] or Decimal(0)) - sum((amount for _, amount in top), Decimal(0))
-        by_team.append({"label": f"{others} other teams", "amount": rest})
     return {
         "statement_count": sums["count"],
         "total": sums["total"] or Decimal(0),
         "currency": statements.values_list("currency", flat=True).first(),
         "by_cost_centre": sorted(centres.items()),
-        "by_team": by_team,
+        "by_team": _by_team(top, sums["count"], sums["total"] or Decimal(0)),
         "by_gpu_model": _cost_by_model(month),
         "line_count": StatementLine.objects.filter(statement__month=month).count(),
     }
+
+
+def _by_team(top: list[tuple[str, Decimal]], count: int, total: Decimal) -> list[dict]:
+    """The cost-by-team chart's items: the ``top`` (name, amount) pairs, then, when ``count``
+    statements are more, one "N other teams" bar holding ``total`` minus the named bars."""
+    by_team = [{"label": name, "amount": amount} for name, amount in top]
+    others = count - len(top)
+    if others > 0:
+        rest = total - sum((amount for _, amount in top), Decimal(0))
+        by_team.append({"label": f"{others} other teams", "amount": rest})
+    return by_team
+
+
+def finance_month_so_far(previews: list[tuple[Statement, list[StatementLine]]]) -> dict:
+    """The finance month's data (:func:`finance_month`'s keys) for the month in progress, from
+    every team's unsaved statement preview and its lines
+    (:func:`billing.services.statements.statements_preview_month`): lists, not querysets;
+    the sums made here, as the stored month's are in the database. No query."""
+    statements = [s for s, _ in previews]
+    lines = [line for _, team_lines in previews for line in team_lines]
+    total = sum((s.total_amount for s in statements), Decimal(0))
+    centres: dict[str, Decimal] = defaultdict(Decimal)
+    for s in statements:
+        centres[s.cost_centre or "—"] += s.total_amount
+    dearest = sorted(statements, key=lambda s: (-s.total_amount, s.team.name))[:CHART_TEAMS]
+    models: dict[str, Decimal] = defaultdict(Decimal)
+    for line in lines:
+        name = line.gpu_model.name if line.gpu_model_id else None
+        models[_model_label(line.basis, name, line.served_model)] += line.amount
+    return {
+        "statements": statements,
+        "lines": lines,
+        "statement_count": len(statements),
+        "total": total,
+        "currency": statements[0].currency if statements else None,
+        "by_cost_centre": sorted(centres.items()),
+        "by_team": _by_team(
+            [(s.team.name, s.total_amount) for s in dearest], len(statements), total
+        ),  # fmt: skip
+        "by_gpu_model": [
+            {"label": k, "amount": v} for k, v in sorted(models.items(), key=lambda kv: -kv[1])
+        ],
+        "line_count": len(lines),
+    }
+
+
+def _model_label(basis: str, gpu_model_name: str | None, served_model: str) -> str:
+    """A cost-by-model bar's label: storage and egress named as the team pages name them, else
+    the GPU model's or served model's name ("—" for neither)."""
+    if basis in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
+        return ChargeBasis(basis).label
+    return gpu_model_name or served_model or "—"
 
 
 def _cost_by_model(month: date) -> list[dict]:
@@ -582,11 +629,9 @@ def _cost_by_model(month: date) -> list[dict]:
     )
     models: dict[str, Decimal] = defaultdict(Decimal)
     for row in by_model:
-        if row["basis"] in (ChargeBasis.STORAGE, ChargeBasis.EGRESS):
-            label = ChargeBasis(row["basis"]).label
-        else:
-            label = row["gpu_model__name"] or row["served_model"] or "—"
-        models[label] += row["amount"]
+        models[_model_label(row["basis"], row["gpu_model__name"], row["served_model"])] += row[
+            "amount"
+        ]
     return [{"label": k, "amount": v} for k, v in sorted(models.items(), key=lambda kv: -kv[1])]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -22,13 +23,14 @@ from billing.pricing import local_midnight, month_of, next_month, previous_month
 from billing.reports import (
     ambiguous_time_of,
     idle_costs_csv,
+    lines_key,
     shared_cards_csv,
     showback_csv,
     statement_pdf,
     statements_csv,
     top_allocations_csv,
 )
-from billing.services.statements import statement_preview
+from billing.services.statements import statement_preview, statements_preview_month
 from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_all_costs, may_see_costs
@@ -89,6 +91,36 @@ def _chart(items, label):
     return {
         "labels": [i["label"] for i in items],
         "datasets": [{"label": label, "data": [float(i["amount"]) for i in items]}],
+    }
+
+
+SO_FAR_COLOURS = ("rgba(54, 162, 235, 0.5)", "rgba(54, 162, 235, 0.15)")
+"""A trend bar's fill: a statement's, then the month in progress's so far (paler: not a
+statement). The first is Chart.js's own first colour (its Colors plugin), which it stops
+giving once a dataset names colours."""
+
+
+def _trend_chart(trend: list[dict], so_far: Decimal | None) -> dict:
+    """The 12-month chart of ``trend`` (:func:`billing.selectors.month_trend`); with
+    ``so_far`` (the month in progress's total so far, it has no statement yet) its last bar is
+    that amount, labelled "YYYY-MM so far" and drawn paler."""
+    items = [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend]
+    if so_far is not None and items:
+        items[-1] = {"label": f"{items[-1]['label']} so far", "amount": so_far}
+    chart = _chart(items, "Total")
+    if so_far is not None and items:
+        fills = [SO_FAR_COLOURS[0]] * (len(items) - 1) + [SO_FAR_COLOURS[1]]
+        chart["datasets"][0].update(
+            backgroundColor=fills, borderColor="rgb(54, 162, 235)", borderWidth=1
+        )
+    return chart
+
+
+def _charts_empty(**charts) -> dict[str, bool]:
+    """Per chart, whether it has nothing to draw (no bar, or every bar 0): the page writes a
+    sentence instead of empty axes."""
+    return {
+        name: not any(v for v in chart["datasets"][0]["data"]) for name, chart in charts.items()
     }
 
 
@@ -160,7 +192,7 @@ def team_month(request, team: str, month: str):
         return _top_allocations_response(month_d, rows, f"top-allocations-{team}-{month}.csv")
     if export == "csv" and preview is not None:
         response = HttpResponse(
-            statements_csv([preview], lines_of={None: lines}),
+            statements_csv([preview], lines_of={lines_key(preview): lines}),
             content_type="text/csv; charset=utf-8",
         )
         response["Content-Disposition"] = f'attachment; filename="so-far-{team}-{month}.csv"'
@@ -195,14 +227,15 @@ def team_month(request, team: str, month: str):
         "used_lines": any(line.basis == ChargeBasis.USED for line in lines),
         "top_allocations": selectors.top_allocations(month=month_d, team=team_obj),
         "showback": team_showback(team_id=team_obj.pk, month=month_d) if statement else [],
-        "trend_chart": _chart(
-            [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
-        ),
+        "trend_chart": _trend_chart(trend, preview.total_amount if preview else None),
         "model_chart": _chart(by_model, "Cost"),
         "team_links": _team_links(request.user, team_obj, month_d),
         "budget_banner": team_budget_banner(team_id=team_obj.pk, at=_month_instant(month_d)),
         "currency": (statement or preview).currency if statement or preview else None,
     }
+    context["charts_empty"] = _charts_empty(
+        trend=context["trend_chart"], model=context["model_chart"]
+    )
     return render(request, "billing/team_month.html", context)
 
 
@@ -255,16 +288,27 @@ def finance_month(request, month: str):
     if export is not None and export not in FINANCE_MONTH_EXPORTS:
         return _unknown_export(export, FINANCE_MONTH_EXPORTS)
     data = selectors.finance_month(month=month_d)
+    # the month in progress has no statements until it closes: show what they would hold now
+    previews = None
+    if data["statement_count"] == 0 and month_d == month_of(timezone.now(), billing_zone()):
+        previews = statements_preview_month(month=month_d)
+        data = selectors.finance_month_so_far(previews)
+    prefix = "so-far-" if previews is not None else ""
     if request.GET.get("export") == "csv":
+        lines_of = None if previews is None else {lines_key(s): ls for s, ls in previews}
         response = HttpResponse(
-            statements_csv(data["statements"]), content_type="text/csv; charset=utf-8"
+            statements_csv(data["statements"], lines_of=lines_of),
+            content_type="text/csv; charset=utf-8",
         )
-        response["Content-Disposition"] = f'attachment; filename="statements-{month}.csv"'
+        response["Content-Disposition"] = f'attachment; filename="{prefix}statements-{month}.csv"'
         return response
     if request.GET.get("export") == "focus":
-        return _focus_response(data["statements"], f"focus-{month}.csv")
+        # FOCUS rows are billed charges: none before the month closes (the page links none)
+        return _focus_response([] if previews else data["statements"], f"focus-{month}.csv")
     if request.GET.get("export") == "statements":
-        return csv_response(data["statements"], STATEMENT_COLUMNS, f"statements-{month}.csv")
+        return csv_response(
+            data["statements"], STATEMENT_COLUMNS, f"{prefix}statements-{month}.csv"
+        )
     if request.GET.get("export") == "idle":
         idle_csv = idle_costs_csv(month_d, selectors.pool_idle_costs(month=month_d))
         response = HttpResponse(idle_csv, content_type="text/csv; charset=utf-8")
@@ -287,6 +331,8 @@ def finance_month(request, month: str):
     line_pages = Paginator(data["lines"], LINES_PER_PAGE)
     # counted with the month's sums (kept per statements' generation), not counted again here
     pages.count, line_pages.count = data["statement_count"], data["line_count"]
+    trend_chart = _trend_chart(trend, data["total"] if previews is not None else None)
+    team_chart, model_chart = _chart(data["by_team"], "Cost"), _chart(data["by_gpu_model"], "Cost")
     statements = checked_page(request, pages)
     marker = "team-slug-placeholder"  # one reverse() for the page, not two per row
     href = reverse("billing:team-month", args=[marker, month])
@@ -303,10 +349,10 @@ def finance_month(request, month: str):
         "shared_cards": shared_cards,
         "shared_currency": shared_currency,
         "top_allocations": selectors.top_allocations(month=month_d),
-        "trend_chart": _chart(
-            [{"label": f"{t['month']:%Y-%m}", "amount": t["total"]} for t in trend], "Total"
-        ),
-        "team_chart": _chart(data["by_team"], "Cost"),
-        "model_chart": _chart(data["by_gpu_model"], "Cost"),
+        "so_far": previews is not None,
+        "trend_chart": trend_chart,
+        "team_chart": team_chart,
+        "model_chart": model_chart,
+        "charts_empty": _charts_empty(trend=trend_chart, team=team_chart, model=model_chart),
     }
     return render(request, "billing/finance_month.html", context)

@@ -165,6 +165,40 @@ def team_used_card_hours(
     return card_seconds_hours(rows["inside"] or 0), card_seconds_hours(rows["outside"] or 0)
 
 
+@dataclass(frozen=True)
+class UsedShare:
+    """A team's used / held card-hours in the month so far, over the allocations whose usage is
+    known only: ``used`` (card-hours Slurm accounting metered inside them) of ``held`` (what
+    they held). ``unknown`` allocations held ``unknown_held`` card-hours whose usage nobody
+    imported (Kubernetes meters no job; a Slurm allocation before accounting reached it):
+    left out, never counted as idle."""
+
+    used: Decimal
+    held: Decimal
+    unknown: int
+    unknown_held: Decimal
+
+    @property
+    def percent(self) -> int | None:
+        """``used / held`` in whole per cent, half to even; ``None`` when nothing known was
+        held (unknown, or nothing held at all)."""
+        return round(self.used / self.held * 100) if self.held else None
+
+
+def used_share(*, used: Decimal, held: Iterable[tuple[Decimal, bool]]) -> UsedShare:
+    """Sum ``held`` pairs ``(card-hours held in the month, usage known)`` apart by whether the
+    allocation's usage is known; an allocation that held nothing this month is not counted as
+    unknown. ``used``: card-hours metered inside the known ones (:func:`team_used_card_hours`
+    over their ids). No query."""
+    known_held, unknown, unknown_held = Decimal(0), 0, Decimal(0)
+    for hours, known in held:
+        if known:
+            known_held += hours
+        elif hours > 0:
+            unknown, unknown_held = unknown + 1, unknown_held + hours
+    return UsedShare(used=used, held=known_held, unknown=unknown, unknown_held=unknown_held)
+
+
 def slurm_accounting_read_until() -> datetime | None:
     """The end of the newest window Slurm accounting was imported for (``UsageImport``), the
     moment up to which a Slurm allocation without a metered job is known to have used 0

@@ -653,15 +653,20 @@ def team_dashboard(request, slug: str):
         return csv_response(rows, TEAM_ALLOCATION_COLUMNS, f"{team.slug}-allocations.csv")
     if export == "spend":
         return csv_response([spend_before, spend_now], SPEND_COLUMNS, f"{team.slug}-spend.csv")
-    held_month = sum(
-        (
-            costs.held_card_hours(a, month_start, min(now, month_end), changes.get(a.pk, ()))
+    # unknown usage (Kubernetes, Slurm before accounting reached it) is left out of the ratio
+    known = [r["allocation"].pk for r in rows if r["used"] is not None]
+    used_inside, used_outside = costs.team_used_card_hours(
+        team_id=team.pk, month=month, allocation_ids=known
+    )
+    used_share = costs.used_share(
+        used=used_inside,
+        held=(
+            (
+                costs.held_card_hours(a, month_start, min(now, month_end), changes.get(a.pk, ())),
+                a.pk in known,
+            )
             for a in allocations
         ),
-        Decimal(0),
-    )
-    used_inside, used_outside = costs.team_used_card_hours(
-        team_id=team.pk, month=month, allocation_ids=[a.pk for a in allocations]
     )
     context = {
         "team": team,
@@ -669,11 +674,9 @@ def team_dashboard(request, slug: str):
         "spend_now": spend_now,
         "spend_before": spend_before,
         "cost_so_far": cost_so_far,
-        "used_month": used_inside,
+        "used_share": used_share,
         "used_outside_month": used_outside,
         "slurm_read_until": read_until,
-        "held_month": held_month,
-        "used_share_percent": round(used_inside / held_month * 100) if held_month else None,
         "month": month,
         "estimates": team.sizing_estimates.order_by("-created_at")[:5],
         "serving": serving,

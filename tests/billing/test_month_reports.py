@@ -248,8 +248,10 @@ def test_idle_cost_csv_has_the_table_in_plain_decimals(month_of_allocations, adm
     decimals: no thousands space, no exponent, the currency in its own column."""
     page = admin_page.get("/costs/finance/2026-10/")
     assert 'href="?export=idle" data-idle-csv>CSV</a>' in page.content.decode()
-    # no statement yet, so no currency: the charts' axes say nothing rather than "0.2 None"
-    assert 'data-currency=""' in page.content.decode() and "None" not in page.content.decode()
+    # no statement yet, so no currency and nothing to draw: each chart is a sentence, not empty
+    # axes, and nothing reads "0.2 None"
+    assert page.content.decode().count("data-chart-empty") == 3
+    assert "None" not in page.content.decode()
     response = admin_page.get("/costs/finance/2026-10/", {"export": "idle"})
     assert response["Content-Type"] == "text/csv; charset=utf-8"
     assert 'filename="idle-cost-2026-10.csv"' in response["Content-Disposition"]

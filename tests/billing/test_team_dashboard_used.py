@@ -13,7 +13,7 @@ from unittest import mock
 import pytest
 from factories import AllocationFactory, PoolFactory, UsageImportFactory, UsageRecordFactory
 
-from billing.dashboards.costs import team_used_card_hours
+from billing.dashboards.costs import team_used_card_hours, used_share
 from pools.common.choices import AllocationStatus, Scheduler
 
 pytestmark = pytest.mark.django_db
@@ -33,8 +33,9 @@ def month(team):
     - #K Kubernetes, 1 card, 9 Dec 12:00 -> 20 Dec: held 24 card-h, not metered per job.
     - 50 card-h of jobs in no allocation this month, 10 card-h of them in November.
 
-    Held 456 + 48 + 24 = 528; used inside 114, so 114 / 528 = 21.6 % -> 22 %. (Counting the
-    50 outside as the old card did: 164 / 528 = 31 %.)"""
+    Known usage: #A and #B, held 456 + 48 = 504; used inside 114, so 114 / 504 = 22.6 % ->
+    23 %. #K's 24 card-h are left out (counted as idle it read 114 / 528 = 22 %; counting the
+    50 outside as the card once did: 164 / 528 = 31 %)."""
     slurm = PoolFactory(scheduler=Scheduler.SLURM, slurm_partition="train")
     ends = datetime(2026, 12, 20, tzinfo=UTC)
     a = AllocationFactory(team=team, pool=slurm, card_count=2, status=AllocationStatus.ACTIVE,
@@ -78,7 +79,41 @@ def test_the_card_compares_used_inside_with_held(client, team, team_member, mont
     used_held = re.search(r'id="used-held"><div class="value">([^<]*)<', page).group(1)
     share = re.search(r'id="used-share"><div class="value">([^<]*)<', page).group(1)
     outside = re.search(r'id="used-outside"><div class="value">([^<]*)<', page).group(1)
-    assert (used_held, share, outside) == ("114 / 528", "22 %", "50")
+    assert (used_held, share, outside) == ("114 / 504", "23 %", "50")
+    assert "usage not imported for 1 allocation (24 card-h held), left out" in page
+
+
+def test_unknown_usage_is_left_out_not_counted_as_idle(client, team, team_member, month):
+    """Only #K (unknown) and a Slurm allocation with known usage #B: 0 of 48 held = 0 %, #K's
+    24 card-h apart. With #B gone too nothing is known: the card says unknown, not 0 %."""
+    a, b, k = month
+    a.delete()
+    client.force_login(team_member)
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
+    assert re.search(r'id="used-held"><div class="value">([^<]*)<', page).group(1) == "0 / 48"
+    assert re.search(r'id="used-share"><div class="value">([^<]*)<', page).group(1) == "0 %"
+    assert "usage not imported for 1 allocation (24 card-h held), left out" in page
+
+    b.delete()
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
+    values = re.findall(r'id="used-(?:held|share)"><div class="value">(.*?)</div>', page)
+    assert [re.sub(r"<[^>]+>", "", v) for v in values] == ["unknown", "unknown"]
+    assert "usage not imported for 1 allocation (24 card-h held), left out" in page
+
+
+def test_used_share_sums_known_and_unknown_apart():
+    """Held 100 known + 30 known + 24 unknown + 0 unknown (ended before the month): 20 used of
+    130 known = 15.4 % -> 15 %; one allocation unknown with 24 card-h (the idle one is none)."""
+    share = used_share(
+        used=Decimal(20),
+        held=[(Decimal(100), True), (Decimal(30), True), (Decimal(24), False), (Decimal(0), False)],
+    )
+    assert (share.used, share.held, share.unknown, share.unknown_held, share.percent) == (
+        Decimal(20), Decimal(130), 1, Decimal(24), 15,
+    )  # fmt: skip
+    assert used_share(used=Decimal(0), held=[(Decimal(24), False)]).percent is None
 
 
 def test_the_used_column_fills_slurm_allocations(client, team, team_member, month):
