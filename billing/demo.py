@@ -36,6 +36,7 @@ from billing.services.usage_import import (
 )
 from billing.services.versions import shared_card_months_changed
 from billing.tokenflow.demo import demo_agent_tasks_load
+from pools.capacity.lifecycle import RUNNING_STATUSES
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.request_fields import RequestFields
 from pools.capacity.services.requests import capacity_request_create
@@ -71,6 +72,17 @@ JOB_MIX = [
     ("platform", "dev", "rtx4090", 2, 80),
 ]
 
+
+# The jobs that run inside nlp's running Slurm allocations (load_demo's): its vLLM server on the
+# four A100 of the fine-tune allocation (its serving page shows it busy) and its retriever
+# evaluation on the four RTX 4090 (the live idle finding's). (pool, partition, gres type, job
+# name). Running since the allocation started, so accounting meters them to the import and the
+# team dashboard's card-hours used inside allocations are not 0 while the serving pages show
+# the same cards busy.
+INSIDE_JOBS = [
+    ("train-slurm", "train", "a100", "nlp-vllm-serve"),
+    ("dev-4090", "dev", "rtx4090", "nlp-retriever-eval"),
+]
 
 # Issue 35 (seed 004 §5.2: rented capacity is billed per card-hour with storage and network on
 # top): the rented burst pool's L40S card-hour, shared storage per GB-month, egress per GB
@@ -218,6 +230,31 @@ def _jobs(month: date, zone, rng: random.Random, first_id: int) -> list[JobRecor
     return records
 
 
+def _inside_jobs(first_id: int) -> list[JobRecord]:
+    """One running job per :data:`INSIDE_JOBS` entry, on all the cards of nlp's running
+    allocation in that pool, from the allocation's start (none where there is no such
+    allocation)."""
+    records = []
+    for offset, (pool, partition, gres, name) in enumerate(INSIDE_JOBS):
+        allocation = (
+            Allocation.objects.filter(
+                team__slug="nlp", pool__slug=pool, status__in=RUNNING_STATUSES
+            )
+            .order_by("starts_at", "pk")
+            .first()
+        )
+        if allocation is None:
+            continue
+        records.append(JobRecord(
+            job_id=first_id + offset, name=name, account="nlp", user="nlp",
+            partition=partition, state=JobState.RUNNING, state_reason=None,
+            gpus_requested={gres: allocation.card_count},
+            gpus_allocated={gres: allocation.card_count},
+            submit=allocation.starts_at, start=allocation.starts_at, end=None, elapsed_s=None,
+        ))  # fmt: skip
+    return records
+
+
 class _Records:
     def __init__(self, records):
         self.records = records
@@ -317,6 +354,7 @@ def _near_budget(now: datetime, zone, rng: random.Random) -> None:
         return
     month = month_of(now, zone)
     jobs = [j for j in _jobs(month, zone, rng, 900_000) if j.account == "nlp" and j.end <= now]
+    jobs += _inside_jobs(990_000)
     if jobs:
         usage_import_slurm(scheduler=_Records(jobs), start=local_midnight(month, zone), end=now,
                            now=now)  # fmt: skip

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from billing.conf import billing_zone
 from billing.demo import GPU_PRICES, demo_billing_load, demo_usage_accrue
-from billing.models import Statement
+from billing.models import Statement, UsageRecord
 from billing.pricing import month_of
 from billing.services.statements import statement_preview
 from pools.capacity.lifecycle import CHARGED_STATUSES
@@ -79,3 +79,24 @@ def test_the_demo_previews_this_month_and_its_clock_moves_the_money():
     assert moved == moved_total
     # each line rounds half-up to the cent: a line's share of the hour may move by 0.01
     assert abs(moved - (by_hand + hour)) <= Decimal("0.01") * len(lines)
+
+
+def test_the_demo_jobs_inside_nlps_slurm_allocations_are_metered_inside_them():
+    """nlp's vLLM server on its four A100 (its serving page shows it busy) and its retriever
+    evaluation on its four RTX 4090 run as Slurm jobs from their allocations' starts: each
+    allocation's usage to the import is its cards x the hours since it started, all of it
+    included in the reservation (no charge on top), so the team dashboard's card-hours used
+    inside allocations are not 0 while those serving pages show the cards held."""
+    call_command("load_demo", stdout=StringIO())
+    now = timezone.now()
+    demo_billing_load(months=1, now=now)
+    for pool in ("train-slurm", "dev-4090"):
+        allocation = Allocation.objects.get(
+            team__slug="nlp", pool__slug=pool, status__in=("active", "expiring")
+        )
+        hours = Decimal((now - allocation.starts_at).total_seconds()) / 3600
+        records = UsageRecord.objects.filter(source_id__endswith=f":alloc{allocation.pk}")
+        included = sum((r.quantity for r in records if r.basis == "included"), Decimal(0))
+        # card-seconds, metered to the import's now (a few seconds after ``now``)
+        assert included / 3600 == pytest.approx(allocation.card_count * hours, abs=Decimal("0.05"))
+        assert not records.exclude(basis="included").exists()
