@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import time
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 
@@ -92,3 +93,26 @@ def live_server_settled(timeout_s: float = 10.0) -> None:
             time.sleep(0.05)
     except RuntimeError:  # pytest-django: no database access in this test
         return
+
+
+DEMO_PASSWORD = "demo"
+"""The demo users' password (``load_demo``: admin, alice, bob)."""
+
+
+def log_in(
+    page, base_url: str, username: str, password: str = DEMO_PASSWORD, *, next_path: str = ""
+) -> None:
+    """Sign ``username`` in through the portal's own sign-in form on the server at ``base_url``
+    (``live_server.url``), in ``page``'s browser context, and return once the page the sign-in
+    lands on has loaded: ``next_path`` when given (``/requests/queue/``), else where ``/start/``
+    sends the user's role (Fleet for a pool admin, My teams for a member). A refused sign-in
+    (wrong password, unknown user) fails the test here, naming the user, rather than as a
+    timeout on the first page that needed it."""
+    query = f"?{urlencode({'next': next_path})}" if next_path else ""
+    page.goto(f"{base_url}/login/{query}")
+    page.fill("main input[name=username]", username)
+    page.fill("main input[name=password]", password)
+    with page.expect_navigation():
+        page.click("main button[type=submit]")
+    if urlsplit(page.url).path == "/login/":
+        pytest.fail(f"signing in as {username!r} was refused (still on {page.url})")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from browser_support import live_server_settled
+from browser_support import live_server_settled, log_in
 
 
 @pytest.fixture(autouse=True)
@@ -23,9 +23,5 @@ def gpu_catalogue(transactional_db):
 @pytest.fixture
 def signed_in(page, live_server, django_user_model):
     django_user_model.objects.create_user("ada", password="pw-ada-123", is_staff=True)
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "ada")
-    page.fill("input[name=password]", "pw-ada-123")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server.url, "ada", "pw-ada-123")
     return page

@@ -5,6 +5,7 @@ a phone's width (screenshots under the test's tmp_path)."""
 from __future__ import annotations
 
 import pytest
+from browser_support import log_in
 from django.core.management import call_command
 from playwright.sync_api import expect
 
@@ -23,11 +24,7 @@ def test_advisor_page_filters_acknowledges_and_shows_the_team_panel(
     assert live.values("rule").distinct().count() >= 5
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "admin")
-    page.fill("input[name=password]", "demo")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server.url, "admin")
 
     page.goto(f"{live_server.url}/advisor/")
     rows = page.locator("table.findings tbody tr")

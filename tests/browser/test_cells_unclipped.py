@@ -8,7 +8,7 @@ the visible part of the table's scrolling wrapper. Measured in the browser: each
 from __future__ import annotations
 
 import pytest
-from browser_support import count_htmx_requests, settled
+from browser_support import count_htmx_requests, log_in, settled
 from django.core.management import call_command
 
 pytestmark = pytest.mark.browser
@@ -81,11 +81,7 @@ def test_the_demos_tables_keep_their_text_inside_their_cards(browser, live_serve
         context = browser.new_context(viewport={"width": width, "height": 900})
         count_htmx_requests(context)
         page = context.new_page()
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", "demo")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        log_in(page, live_server.url, "admin")
         for path in paths:
             assert page.goto(f"{live_server.url}{path}").status == 200, path
             settled(page)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -61,11 +62,7 @@ def test_bob_sees_why_not_and_takes_the_h800(browser, live_server, width, height
     bob = _user("bob")
     Membership.objects.create(team=Team.objects.create(slug="nlp", name="NLP"), user=bob)
     page = browser.new_page(viewport={"width": width, "height": height})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "bob")
-    page.fill("input[name=password]", "pw-123456")
-    page.click("main button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/teams/mine/")
+    log_in(page, live_server.url, "bob", "pw-123456")
 
     page.goto(f"{live_server.url}/requests/new/")
     page.check("input[value=training]")

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from browser_support import count_htmx_requests, settled
+from browser_support import count_htmx_requests, log_in, settled
 from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver
 
@@ -293,10 +293,7 @@ def test_no_page_scrolls_sideways_and_the_menu_opens_on_a_phone(browser, live_se
         page.goto(f"{live_server.url}/login/")
         if page.evaluate("document.documentElement.scrollWidth") > width:
             too_wide.append((width, "/login/ (signed out)"))
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", "demo")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/")
+        log_in(page, live_server.url, "admin")
         for path in pages:
             response = page.goto(f"{live_server.url}{path}")
             assert response.status == 200, path
@@ -377,11 +374,7 @@ def test_a_phone_table_folds_to_its_key_columns_and_unfolds_on_request(browser, 
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
-        page.goto(f"{live_server.url}/login/?next=/requests/queue/")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", "demo")
-        page.click("button[type=submit]")
-        page.wait_for_url(f"{live_server.url}/requests/queue/")
+        log_in(page, live_server.url, "admin", next_path="/requests/queue/")
         shown = "main table thead th:visible"
         if width < 768:
             cue = page.locator(".cols-cue")

@@ -12,7 +12,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
-from browser_support import count_htmx_requests, settled
+from browser_support import count_htmx_requests, log_in, settled
 from django.utils import timezone
 from factories import AllocationFactory
 
@@ -188,11 +188,7 @@ def test_money_pages_keep_amounts_in_view(browser, live_server, tmp_path):
             context = browser.new_context(viewport={"width": width, "height": 900})
             count_htmx_requests(context)
             page = context.new_page()
-            page.goto(f"{live_server.url}/login/")
-            page.fill("input[name=username]", user)
-            page.fill("input[name=password]", "demo")
-            page.click("button[type=submit]")
-            page.wait_for_url(lambda url: "/login/" not in url)  # Fleet or My teams, by role
+            log_in(page, live_server.url, user)
             for path in paths:
                 page.goto(f"{live_server.url}{path}")
                 settled(page)

@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from factories import CapacityRequestFactory, MembershipFactory
 from playwright.sync_api import expect
@@ -71,11 +72,7 @@ def ada(django_user_model):
 def _signed_in(browser, live_server, width, height):
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "ada")
-    page.fill("input[name=password]", "pw-ada-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")
+    log_in(page, live_server.url, "ada", "pw-ada-123")
     return context, page
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
+from browser_support import log_in
 from factories import AllocationFactory, MembershipFactory, PoolFactory, TeamFactory, node_with_gpus
 from playwright.sync_api import expect
 
@@ -34,11 +35,7 @@ def test_week_view_fits_and_moves(page, live_server, django_user_model, width):
         ends_at=datetime(2027, 1, 19, 14, tzinfo=UTC),
     )  # fmt: skip
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    log_in(page, live_server.url, "alice", "pw-alice-123")
 
     page.goto(f"{live_server.url}/pools/infer/l40s/calendar/?week=2027-W03")
     rows = page.locator("#calendar-days tbody tr")
@@ -78,11 +75,7 @@ def _signed_in_with_a_holding(page, live_server, django_user_model, width):
         ends_at=datetime(2027, 1, 19, 14, tzinfo=UTC),
     )  # fmt: skip
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    log_in(page, live_server.url, "alice", "pw-alice-123")
 
 
 @pytest.mark.parametrize("width", [1366, 390])

@@ -11,6 +11,7 @@ to read must be on screen (or reachable by scrolling its own card).
 from __future__ import annotations
 
 import pytest
+from browser_support import log_in
 from django.core.management import call_command
 
 pytestmark = pytest.mark.browser
@@ -20,11 +21,7 @@ def test_every_driver_group_column_is_readable_on_a_laptop(browser, live_server)
     call_command("load_demo", verbosity=0)
     context = browser.new_context(viewport={"width": 1366, "height": 900})
     page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "admin")
-    page.fill("input[name=password]", "demo")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server.url, "admin")
 
     page.goto(f"{live_server.url}/pools/")
     hidden = page.evaluate(

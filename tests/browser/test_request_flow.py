@@ -7,6 +7,7 @@ import json
 from datetime import timedelta
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from playwright.sync_api import expect
 
@@ -42,12 +43,9 @@ def _inference_fleet() -> bytes:
 
 
 def _sign_in(page, live_server, username):
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", "pw-123456")
-    page.click("main button[type=submit]")
+    log_in(page, live_server.url, username, "pw-123456")
     # sign-in lands by role: a pool admin on Fleet, a member on My teams
-    page.wait_for_url(f"{live_server.url}{'/' if username == 'admin' else '/teams/mine/'}")
+    assert page.url == f"{live_server.url}{'/' if username == 'admin' else '/teams/mine/'}"
 
 
 def test_alice_requests_admin_approves_and_it_shows_everywhere(

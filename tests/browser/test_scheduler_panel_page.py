@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from factories import (
     AllocationFactory,
@@ -49,11 +50,7 @@ def test_the_panel_previews_the_slurm_names_and_fits(
         placement=[{"node": "gpu-a100-01", "gpus": [0, 1, 2, 3]}],
     )  # fmt: skip
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    log_in(page, live_server.url, "alice", "pw-alice-123")
 
     page.goto(f"{live_server.url}/requests/{allocation.request_id}/")
     panel = page.get_by_test_id("scheduler-panel")

@@ -7,6 +7,7 @@ import os
 from datetime import timedelta
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from factories import AllocationFactory, MembershipFactory, SizingEstimateFactory, TeamFactory
 from playwright.sync_api import expect
@@ -62,11 +63,7 @@ def test_a_manager_links_a_saved_estimate_from_the_serving_panel(
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.set_viewport_size({"width": width, "height": height})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "mia")
-    page.fill("input[name=password]", "pw-mia-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    log_in(page, live_server.url, "mia", "pw-mia-123")
     page.goto(f"{live_server.url}/allocations/{allocation.pk}/serving/")
     form = page.locator("#served-estimate")
     expect(form).to_be_visible()  # loaded into the panel by htmx

@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 
 import pytest
+from browser_support import log_in
 from factories import TeamFactory, inference_fleet
 from playwright.sync_api import expect
 
@@ -83,12 +84,7 @@ def test_the_default_70b_case_ends_in_a_submitted_request_for_capacity(browser, 
 
     def sign_in(user):
         page = browser.new_context(viewport={"width": 1366, "height": 900}).new_page()
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", user)
-        page.fill("input[name=password]", "demo")
-        page.click("button[type=submit]")
-        # sign-in lands by role: a pool admin on Fleet, a member on My teams
-        page.wait_for_url(f"{live_server.url}{'/' if user == 'admin' else '/teams/mine/'}")
+        log_in(page, live_server.url, user)
         return page
 
     page = sign_in("bob")

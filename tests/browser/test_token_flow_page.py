@@ -10,6 +10,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from factories import MembershipFactory
 
@@ -38,11 +39,7 @@ def test_token_flow_page_at_both_widths(browser, live_server, tmp_path):
     for width, height in WIDTHS:
         context = browser.new_context(viewport={"width": width, "height": height})
         page = context.new_page()
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", "alice")
-        page.fill("input[name=password]", "pw-alice-123")
-        page.click("button[type=submit]")
-        page.wait_for_load_state("networkidle")
+        log_in(page, live_server.url, "alice", "pw-alice-123")
 
         page.goto(f"{live_server.url}/costs/token-flow/nlp/")
         page.wait_for_load_state("networkidle")

@@ -11,6 +11,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from browser_support import log_in
 from django.utils import timezone
 from factories import MembershipFactory, PendingWorkFactory, TeamFactory
 
@@ -48,11 +49,7 @@ def test_waiting_work_is_explained_and_fits(page, live_server, django_user_model
     MembershipFactory(team=team, user=user)
     _rows(team)
     page.set_viewport_size({"width": width, "height": 900})
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    log_in(page, live_server.url, "alice", "pw-alice-123")
 
     page.goto(f"{live_server.url}/teams/nlp/waiting/")
     assert page.get_by_text("held by jobs 4123 and 4124").is_visible()
@@ -77,10 +74,6 @@ def test_the_empty_state(page, live_server, django_user_model):
     team = TeamFactory(slug="nlp", name="NLP")
     user = django_user_model.objects.create_user("alice", password="pw-alice-123")
     MembershipFactory(team=team, user=user)
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "pw-alice-123")
-    page.click("button[type=submit]")
-    page.wait_for_load_state()
+    log_in(page, live_server.url, "alice", "pw-alice-123")
     page.goto(f"{live_server.url}/teams/nlp/waiting/")
     assert page.get_by_text("Nothing of NLP is waiting").is_visible()

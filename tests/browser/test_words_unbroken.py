@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from browser_support import log_in
 from django.core.management import call_command
 
 from pools.elastic.models import ElasticPolicy, ScaleEvent
@@ -43,11 +44,7 @@ BROKEN_RUNS = """(selector) => {
 def _sign_in(browser, live_server, user, width, height):
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", user)
-    page.fill("input[name=password]", "demo")
-    page.click("button[type=submit]")
-    page.wait_for_load_state("networkidle")
+    log_in(page, live_server.url, user)
     return context, page
 
 

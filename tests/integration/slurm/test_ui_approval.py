@@ -5,6 +5,7 @@ sets it to 0 (no cards; no limit at all would be unlimited)."""
 from __future__ import annotations
 
 import pytest
+from browser_support import log_in
 from django.test import override_settings
 from integration.slurm.slurm_cluster import eventually, sacctmgr
 from playwright.sync_api import expect
@@ -44,10 +45,7 @@ def test_approve_and_release_in_the_browser_set_and_zero_the_slurm_limit(
     request = submit(2)
     adapters.reset()
     with override_settings(SCHEDULERS={"slurm": slurm_settings_from_env(slurm_settings)}):
-        page.goto(f"{live_server.url}/login/")
-        page.fill("input[name=username]", "admin")
-        page.fill("input[name=password]", "pw-123456")
-        page.click("main button[type=submit]")
+        log_in(page, live_server.url, "admin", "pw-123456")
         page.goto(f"{live_server.url}/requests/{request.pk}/")
         page.click("button:has-text('Approve')")
         expect(page.locator(".messages")).to_contain_text("Approved: allocation")
