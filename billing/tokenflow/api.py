@@ -27,6 +27,7 @@ from billing.tokenflow.selectors import (
     task_days_between,
     token_prices,
 )
+from pools.tenancy.selectors import UNSEEN_TEAM
 from pools.tokenflow import selectors
 from pools.tokenflow.models import AgentCall, AgentTask
 from pools.web.api import visible_teams
@@ -130,7 +131,7 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
         if team_slug:
             team = visible_teams(request).filter(slug=team_slug).first()
             if team is None:
-                raise serializers.ValidationError({"team": ["No team with this slug."]})
+                raise serializers.ValidationError({"team": [UNSEEN_TEAM]})
             team_id = team.pk
         if team_id is not None:
             models = selectors.team_models(team_id=team_id)

@@ -12,6 +12,12 @@ from pools.common.choices import TeamRole
 from pools.common.errors import InvalidInput
 from pools.tenancy.models import Membership, Team
 
+UNSEEN_TEAM = "No team you can see has this slug."
+"""The one answer to a team slug the user may not name, on a page's form field, under
+``errors.team`` in the API (filters and bodies alike): the same words for a slug no team has
+and for another team's, so the answer never tells whether a team exists. It names no slug: the
+field beside it (or the request the caller sent) already shows it."""
+
 
 def team_list(*, user) -> QuerySet[Team]:
     """Teams the user can see: all for pool admins, their own for everyone else."""
@@ -30,9 +36,7 @@ def team_named(*, user, slug: object, field: str = "team") -> Team | None:
         return None
     team = team_list(user=user).filter(slug=str(slug)).first()
     if team is None:
-        raise InvalidInput(
-            f"No team {str(slug)!r} among your teams.", errors={field: f"No team {str(slug)!r}."}
-        )
+        raise InvalidInput(f"No team {str(slug)!r} among your teams.", errors={field: UNSEEN_TEAM})
     return team
 
 

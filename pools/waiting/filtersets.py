@@ -8,6 +8,7 @@ from django.db.models import Q
 from pools.clusters.models import Cluster
 from pools.common.choices import Scheduler
 from pools.inventory.filtersets import yes_no
+from pools.tenancy.selectors import UNSEEN_TEAM
 from pools.waiting.choices import WaitKind
 from pools.waiting.models import PendingWork
 from pools.web.api import visible_teams
@@ -54,7 +55,12 @@ class TeamPendingWorkFilterSet(filters.FilterSet):
 class PendingWorkFilterSet(TeamPendingWorkFilterSet):
     """The API's: also ``team`` (slug; an unknown or invisible one is a field error, 400)."""
 
-    team = SlugNameChoiceFilter(queryset=visible_teams, to_field_name="slug", empty_label="Any")
+    team = SlugNameChoiceFilter(
+        queryset=visible_teams,
+        to_field_name="slug",
+        empty_label="Any",
+        error_messages={"invalid_choice": UNSEEN_TEAM},
+    )
 
     class Meta:
         model = PendingWork

@@ -16,6 +16,7 @@ from pools.common.validators import DATE_RANGE_MESSAGE, date_in_range
 from pools.tenancy import selectors
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_administer_pools, require_pool_admin
+from pools.tenancy.selectors import UNSEEN_TEAM
 
 
 class IsPoolAdminOrReadOnly(permissions.BasePermission):
@@ -109,7 +110,10 @@ class SlugLookupField(serializers.SlugRelatedField):
 
 class VisibleTeamField(SlugLookupField):
     """A team by slug, among the teams the caller may act for (all for pool admins): another
-    team's slug gets the same "does not exist" as a missing one, so existence does not leak."""
+    team's slug gets the same :data:`~pools.tenancy.selectors.UNSEEN_TEAM` as a missing one, so
+    existence does not leak."""
+
+    default_error_messages = {"does_not_exist": UNSEEN_TEAM}
 
     def __init__(self, **kwargs):
         super().__init__(slug_field="slug", queryset=Team.objects.all(), **kwargs)

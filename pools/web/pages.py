@@ -213,9 +213,9 @@ def checked_page(
 
 def filter_refusal(form: forms.BaseForm) -> str:
     """The errors of a bound, invalid filter ``form`` (a FilterSet's ``.form``) as one readable
-    line, each field by its label and the value sent: ``Team "vision": Select a valid choice.
-    …`` (an ``ordering`` also lists the sort keys there are); errors of no field last, as they
-    are."""
+    line, each field by its label and the value sent: ``Team "vision": No team you can see has
+    this slug.`` (an ``ordering`` also lists the sort keys there are); errors of no field last,
+    as they are."""
     parts = []
     for name, messages in form.errors.items():
         field = form.fields.get(name)

@@ -7,7 +7,7 @@ read and render (issue #29 item 7). :class:`TeamPicker` is a text input for the 
 :data:`SUGGESTIONS` teams whose slug or name starts with the text, among the teams the user may
 see). Without JavaScript it is a plain text field: type the slug. :class:`TeamChoiceField`
 resolves the slug with one query; a slug of no team (or of a team outside its queryset) is the
-same field error a ``<select>`` gave, "Select a valid choice."
+field error every team filter gives, :data:`pools.tenancy.selectors.UNSEEN_TEAM`.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from pools.tenancy.models import Team
-from pools.tenancy.selectors import team_list
+from pools.tenancy.selectors import UNSEEN_TEAM, team_list
 
 SUGGESTIONS = 20
 """Teams suggested at most per keystroke: a datalist longer than a screen helps nobody."""
@@ -60,9 +60,11 @@ class TeamPicker(forms.TextInput):
 
 class TeamChoiceField(forms.ModelChoiceField):
     """A team by its slug (:class:`TeamPicker`); ``cleaned_data`` holds the :class:`Team`.
-    ``queryset`` (default: every team) says which slugs are valid; the widget never lists it."""
+    ``queryset`` (default: every team) says which slugs are valid; the widget never lists it.
+    Another slug is :data:`~pools.tenancy.selectors.UNSEEN_TEAM` on the field."""
 
     widget = TeamPicker
+    default_error_messages = {"invalid_choice": UNSEEN_TEAM}
 
     def __init__(self, queryset=None, **kwargs):
         kwargs.setdefault("to_field_name", "slug")
@@ -71,11 +73,13 @@ class TeamChoiceField(forms.ModelChoiceField):
 
 class TeamChoiceFilter(filters.ModelChoiceFilter):
     """:class:`django_filters.ModelChoiceFilter` on a team by its slug through
-    :class:`TeamPicker` (django-filter's field, which keeps its null handling)."""
+    :class:`TeamPicker` (django-filter's field, which keeps its null handling); a slug outside
+    ``queryset`` is :data:`~pools.tenancy.selectors.UNSEEN_TEAM` on the field."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("queryset", Team.objects.all())
         kwargs.setdefault("to_field_name", "slug")
+        kwargs.setdefault("error_messages", {"invalid_choice": UNSEEN_TEAM})
         kwargs.setdefault("widget", TeamPicker)
         super().__init__(*args, **kwargs)
 
@@ -90,9 +94,9 @@ def _visible_teams(request):
 class VisibleTeamFilter(TeamChoiceFilter):
     """The ``team`` filter of every list: a slug among the teams the user may see, typed in a
     :class:`TeamPicker`. An unknown slug, or one of a team the user may not see, is a field
-    error ("Select a valid choice."; 400 in the API, no rows on a page), never an empty list
-    that would say the team has none. The FilterSet must be given the request. ``field_name``
-    the path to the row's team (``"allocation__team"``)."""
+    error (:data:`~pools.tenancy.selectors.UNSEEN_TEAM`; 400 in the API, no rows on a page),
+    never an empty list that would say the team has none. The FilterSet must be given the
+    request. ``field_name`` the path to the row's team (``"allocation__team"``)."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("queryset", _visible_teams)

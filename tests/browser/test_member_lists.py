@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from browser_support import log_in
 from django.core.management import call_command
 from playwright.sync_api import expect
 
@@ -24,11 +25,7 @@ def test_a_member_filters_idle_and_advisor_by_her_team(
     assert nlp_live and AdvisorFinding.objects.exclude(team__slug="nlp").exists()
     context = browser.new_context(viewport={"width": width, "height": height})
     page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "demo")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/**")
+    log_in(page, live_server.url, "alice")
 
     page.goto(f"{live_server.url}/idle/?team=nlp")
     expect(page.locator("input[name=team]")).to_have_value("nlp")
@@ -40,7 +37,9 @@ def test_a_member_filters_idle_and_advisor_by_her_team(
 
     refused = page.goto(f"{live_server.url}/idle/?team=vision")
     assert refused.status == 400
-    expect(page.get_by_role("alert")).to_contain_text('Team "vision": Select a valid choice.')
+    expect(page.get_by_role("alert")).to_contain_text(
+        'Team "vision": No team you can see has this slug.'
+    )
     page.screenshot(path=str(tmp_path / f"idle-refused-{width}.png"), full_page=True)
 
     page.goto(f"{live_server.url}/advisor/")
@@ -64,11 +63,7 @@ def test_fixing_a_refused_team_filter_clears_its_error_under_the_field(browser, 
     call_command("load_demo", verbosity=0)
     context = browser.new_context(viewport={"width": 1366, "height": 900})
     page = context.new_page()
-    page.goto(f"{live_server.url}/login/")
-    page.fill("input[name=username]", "alice")
-    page.fill("input[name=password]", "demo")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/**")
+    log_in(page, live_server.url, "alice")
 
     refused = page.goto(f"{live_server.url}/requests/?team=vision&status=submitted")
     assert refused.status == 400

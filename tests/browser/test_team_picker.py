@@ -44,4 +44,4 @@ def test_typing_suggests_teams_and_the_slug_filters_the_dashboard(signed_in, liv
     assert not [e for e in errors if "Content Security Policy" in e]
 
     page.goto(f"{live_server.url}/dashboard/?team=no-such-team")
-    assert "Select a valid choice" in page.locator("p.errorlist").inner_text()
+    assert "No team you can see has this slug." in page.locator("p.errorlist").inner_text()

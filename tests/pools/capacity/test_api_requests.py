@@ -439,9 +439,7 @@ def test_request_filters(api_as, users, team, infer_pool, train_pool):
     for query in ("team=vision", "team=no-such-team"):
         foreign = api_as(users["member"]).get(f"/api/v1/requests/?{query}")
         assert foreign.status_code == 400
-        assert foreign.json()["errors"] == {
-            "team": ["Select a valid choice. That choice is not one of the available choices."]
-        }
+        assert foreign.json()["errors"] == {"team": ["No team you can see has this slug."]}
     assert api_as(users["admin"]).get("/api/v1/requests/?pool=nope").status_code == 400
     bad = api_as(users["admin"]).get("/api/v1/requests/?status=bogus")
     assert bad.status_code == 400

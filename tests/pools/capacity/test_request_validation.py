@@ -292,8 +292,8 @@ def test_the_api_accepts_the_good_payload(alice_api, payload):
 @pytest.mark.parametrize(
     ("fields", "errors"),
     [
-        ({"team": "no-such-team"}, {"team": ["Object with slug=no-such-team does not exist."]}),
-        ({"team": 1}, {"team": ["Object with slug=1 does not exist."]}),  # a forged id
+        ({"team": "no-such-team"}, {"team": ["No team you can see has this slug."]}),
+        ({"team": 1}, {"team": ["No team you can see has this slug."]}),  # a forged id
         ({"card_count": 0}, {"card_count": ["Ensure this value is greater than or equal to 1."]}),
         ({"card_count": -3}, {"card_count": ["Ensure this value is greater than or equal to 1."]}),
         ({"card_count": 2.5}, {"card_count": ["A valid integer is required."]}),

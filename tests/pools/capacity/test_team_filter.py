@@ -50,9 +50,7 @@ def test_an_unknown_team_is_a_field_error_on_the_page(pool_admin):
 
     page = client.get("/allocations/", {"team": "no-such-team"})
 
-    assert page.context["filterset"].form.errors == {
-        "team": ["Select a valid choice. That choice is not one of the available choices."]
-    }
+    assert page.context["filterset"].form.errors == {"team": ["No team you can see has this slug."]}
 
 
 def test_a_member_cannot_filter_by_a_team_they_may_not_see(team_member):
@@ -62,9 +60,7 @@ def test_a_member_cannot_filter_by_a_team_they_may_not_see(team_member):
 
     page = client.get("/allocations/", {"team": "vision"})
 
-    assert page.context["filterset"].form.errors == {
-        "team": ["Select a valid choice. That choice is not one of the available choices."]
-    }
+    assert page.context["filterset"].form.errors == {"team": ["No team you can see has this slug."]}
 
 
 @pytest.mark.parametrize("url", ["/requests/", "/allocations/"])

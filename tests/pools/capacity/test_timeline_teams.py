@@ -162,10 +162,7 @@ def test_the_team_filter_names_that_team_alone_and_refuses_a_team_not_seen(
     MembershipFactory(user=member, team=Team.objects.get(slug="nlp"))
     refused = member_page.get("/timeline/?team=vision")
     assert refused.status_code == 400
-    assert (
-        refused.context["refusal"]
-        == 'Team "vision": Select a valid choice. That choice is not one of the available choices.'
-    )
+    assert refused.context["refusal"] == 'Team "vision": No team you can see has this slug.'
     assert refused.context["charts"] == []
     assert "Cards held per day" not in refused.content.decode()  # no window to describe
     refused_csv = member_page.get("/timeline/?team=vision&export=csv")

@@ -196,7 +196,7 @@ def test_a_team_you_cannot_see_is_the_create_400_as_one_that_does_not_exist(
     api_as, bob, fleet, other_member
 ):
     """The body's team is a field like the others: bob naming vision (which exists: its
-    allocations hold A100) gets, word for word but for the slug, what he gets for a slug no
+    allocations hold A100) gets, word for word, what he gets for a slug no
     team has, and what a create of the same body answers; victor (vision) naming nlp too. It
     was a 404 "No such team." here while the rest of the API answered 400 on ``team``."""
     before = (CapacityRequest.objects.count(), AuditEvent.objects.count())
@@ -209,13 +209,12 @@ def test_a_team_you_cannot_see_is_the_create_400_as_one_that_does_not_exist(
         assert explained.json() == created.json()
         return explained.status_code, explained.json()
 
-    def refused(team):
-        return 400, {"code": "invalid_input", "detail": "Invalid input.",
-                     "errors": {"team": [f"Object with slug={team} does not exist."]}}  # fmt: skip
+    refused = 400, {"code": "invalid_input", "detail": "Invalid input.",
+                    "errors": {"team": ["No team you can see has this slug."]}}  # fmt: skip
 
-    assert answer(bob, "vision") == refused("vision")
-    assert answer(bob, "no-such") == refused("no-such")
-    assert answer(other_member, "nlp") == refused("nlp")
+    assert answer(bob, "vision") == refused
+    assert answer(bob, "no-such") == refused
+    assert answer(other_member, "nlp") == refused
     assert api_as(bob).post(URL, body(start), format="json").status_code == 200
     assert (CapacityRequest.objects.count(), AuditEvent.objects.count()) == before
 

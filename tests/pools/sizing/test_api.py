@@ -180,7 +180,7 @@ def test_a_foreign_team_answers_like_an_unknown_one(fleet, other_member, team, a
 
     assert (unknown.status_code, list(unknown.json()["errors"])) == (400, ["team"])
     assert (foreign.status_code, list(foreign.json()["errors"])) == (400, ["team"])
-    assert foreign.json()["errors"]["team"] == ["No team 'nlp'."]
+    assert foreign.json()["errors"]["team"] == ["No team you can see has this slug."]
     assert not SizingEstimate.objects.exists()
 
 

@@ -14,7 +14,7 @@ from django.utils.html import escape
 pytestmark = pytest.mark.django_db
 
 # Django's ModelChoiceField message (django/forms/models.py, ``invalid_choice``).
-INVALID = "Select a valid choice. That choice is not one of the available choices."
+INVALID = "No team you can see has this slug."
 REFUSAL = f'Team "vision": {INVALID}'
 
 TEAM_LISTS = [

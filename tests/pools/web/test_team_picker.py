@@ -1,6 +1,6 @@
 """The typed team pickers (issue #29 item 7): suggestions by slug or name prefix among the teams
 the user may see, at most 20; the dashboard, advisor and exemption forms take the slug, say
-"Select a valid choice." for a slug of no team, and list no team in their HTML."""
+"No team you can see has this slug." for a slug of no team, and list no team in their HTML."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from pools.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
 
-INVALID = "Select a valid choice. That choice is not one of the available choices."
+INVALID = "No team you can see has this slug."
 
 
 def _options(response) -> list[str]:
