@@ -44,6 +44,7 @@ from pools.overrides.selectors import team_overrides_in_force
 from pools.reclamation.card_timeline import card_changes
 from pools.reclamation.models import IdleFinding
 from pools.serving import selectors as serving_selectors
+from pools.serving.precision import signal_shown
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
 from pools.web.pages import (
@@ -552,6 +553,14 @@ TEAM_ALLOCATION_COLUMNS = [
     Column("used_card_hours", lambda r: None if r["used"] is None else f"{r['used']:.2f}"),
     Column("used_percent", lambda r: r["used_percent"]),
 ]
+
+
+def _signal_column(name: str) -> Column:
+    """The newest bucket's signal ``name`` as the Serving table shows it (``0.7`` requests
+    waiting, not the stored ``0.74``): :func:`pools.serving.precision.signal_shown`."""
+    return Column(name, lambda r: signal_shown(name, r["now"].get(name)))
+
+
 SERVING_COLUMNS = [
     Column("allocation", lambda r: r["allocation"].pk),
     Column("team", lambda r: r["allocation"].team.slug),
@@ -559,12 +568,12 @@ SERVING_COLUMNS = [
     Column("gpu_model", lambda r: r["allocation"].gpu_model.slug),
     Column("cards", lambda r: r["allocation"].card_count),
     Column("engine", lambda r: r["now"].get("engine")),
-    Column("requests_waiting", lambda r: r["now"].get("requests_waiting")),
-    Column("kv_cache_usage_pct", lambda r: r["now"].get("kv_cache_usage_pct")),
-    Column("ttft_p95_s", lambda r: r["now"].get("ttft_p95_s")),
-    Column("itl_p95_s", lambda r: r["now"].get("itl_p95_s")),
+    _signal_column("requests_waiting"),
+    _signal_column("kv_cache_usage_pct"),
+    _signal_column("ttft_p95_s"),
+    _signal_column("itl_p95_s"),
     Column("output_tokens_5min", lambda r: r["now"].get("generation_tokens")),
-    Column("gpu_util_pct", lambda r: r["now"].get("gpu_util_pct")),
+    _signal_column("gpu_util_pct"),
     Column("month_held_card_hours", lambda r: _usage(r, "held_card_hours")),
     Column("month_output_tokens", lambda r: _usage(r, "output_tokens")),
     Column("month_input_tokens", lambda r: _usage(r, "input_tokens")),

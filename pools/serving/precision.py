@@ -15,11 +15,17 @@ Decimal places per signal, by unit (the figures are measurements, not money: flo
   ``xid_last``: 0 (a code); ``nvlink_bytes_s``: 0 (bytes a second).
 
 The calibration's figures have theirs in :data:`CALIBRATION_PLACES`.
+
+Pages show fewer places, and a page's CSV exports a signal as that page shows it
+(:data:`SHOWN_PLACES`, :func:`signal_shown`): a user comparing the team dashboard's Serving table
+or an allocation's Serving panel with the CSV reads the same number (the API keeps
+:data:`PLACES`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import ROUND_HALF_UP, Decimal
 
 from pools.serving.fold import MAX_FIELDS, MEAN_FIELDS, SIGNAL_FIELDS, SUM_FIELDS, WEIGHTED_FIELDS
 
@@ -31,6 +37,20 @@ PLACES: dict[str, int] = {
     "temperature_c": 1,
     "xid_last": 0,
     "nvlink_bytes_s": 0,
+}
+
+
+# Decimals pages show a signal with, in its stored unit, and their CSVs export it with. Running
+# and waiting requests are 5-minute means: 0.7 is a queue, which a whole number would show as 1
+# (and 0.3 as none). TTFT 3 places of a second (whole ms, as the panel writes it in ms), TPOT /
+# ITL 4 (0.1 ms); utilisation and KV-cache use whole per cent.
+SHOWN_PLACES: dict[str, int] = {
+    "requests_running": 1,
+    "requests_waiting": 1,
+    "kv_cache_usage_pct": 0,
+    "gpu_util_pct": 0,
+    "ttft_p95_s": 3,
+    "itl_p95_s": 4,
 }
 
 
@@ -58,3 +78,20 @@ def signals_rounded(row: Mapping) -> dict:
     """``row`` with each signal field it has rounded (:func:`signal_rounded`); other fields
     (bucket, engine, missing, notes, cards held) as they are."""
     return {k: signal_rounded(k, v) if k in PLACES else v for k, v in row.items()}
+
+
+def shown_number(value: float, places: int) -> Decimal:
+    """``value`` rounded half-up to ``places`` decimals from its shortest repr (``0.25, 1`` ->
+    ``0.3``; a float's own formatting gives ``0.2``), as pages and CSVs write it (CSV cells
+    through :func:`pools.web.csv_numbers.plain_number`)."""
+    return Decimal(repr(float(value))).quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP)
+
+
+def signal_shown(name: str, value: float | None) -> Decimal | None:
+    """``value`` of signal ``name`` as pages show it and their CSVs export it: rounded half-up to
+    its :data:`SHOWN_PLACES` (``requests_waiting`` 0.74 -> ``0.7``); ``None`` stays unknown.
+    ``value`` is the signal as read (:func:`signal_rounded`, as the API answers it), so a page
+    rounds the API's number. ``KeyError`` for a signal no page shows."""
+    if value is None:
+        return None
+    return shown_number(value, SHOWN_PLACES[name])

@@ -14,6 +14,7 @@ from django.utils.cache import patch_vary_headers
 from pools.capacity.selectors import allocation_list
 from pools.serving import selectors
 from pools.serving.efficiency import Usage
+from pools.serving.precision import SHOWN_PLACES, shown_number, signal_shown
 from pools.web.numbers import grouped
 
 # (chart title, unit, [(field, label, scale)]); token and event counts per bucket become rates
@@ -34,8 +35,8 @@ CHARTS = (
                                              ("requests_failed", "failed requests", "per_min")]),
 )  # fmt: skip
 CURRENT = (
-    ("requests_running", "Requests running", "", 1, 0),
-    ("requests_waiting", "Requests waiting", "", 1, 0),
+    ("requests_running", "Requests running", "", 1, 1),
+    ("requests_waiting", "Requests waiting", "", 1, 1),
     ("kv_cache_usage_pct", "KV cache used", "%", 1, 0),
     ("prefix_cache_hit_pct", "Prefix-cache hits", "%", 1, 0),
     ("ttft_p50_s", "TTFT p50", "ms", 1000, 0),
@@ -111,6 +112,11 @@ def _current_rows(row: dict | None) -> list[dict]:
     out = []
     for field, label, unit, scale, places in CURRENT:
         value = None if row is None else row.get(field)
+        if value is not None and field in SHOWN_PLACES:
+            # rounded where the dashboard's table and its CSV round it, then scaled exactly (a
+            # Decimal × 1 or 1000; TTFT 0.2535 s: 0.254 s there, 254 ms here, not 253 from the
+            # float's 253.49999… ms)
+            value = signal_shown(field, value)
         out.append(
             {
                 "label": label,
@@ -122,9 +128,10 @@ def _current_rows(row: dict | None) -> list[dict]:
 
 
 def _shown(value: float, places: int) -> str:
-    """``value`` with ``places`` decimals, thousands grouped as every page groups them
+    """``value`` with ``places`` decimals, rounded as the dashboards and their CSVs round it
+    (:func:`pools.serving.precision.shown_number`), thousands grouped as every page groups them
     (:func:`pools.web.numbers.grouped`: ``1 843``, ``40.4``)."""
-    return grouped(value, places)
+    return grouped(shown_number(value, places), places)
 
 
 def _factor(scale, seconds: int) -> float:

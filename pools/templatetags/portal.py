@@ -4,6 +4,7 @@ from django import template
 from django.http import QueryDict
 from django.utils.html import format_html
 
+from pools.serving.precision import SHOWN_PLACES, signal_shown
 from pools.web.numbers import grouped as grouped_number
 from pools.web.pages import mig_slices_text, node_url
 
@@ -58,6 +59,15 @@ def grouped(value, places: int = 0):
     if value is None or value == "":
         return "—"
     return grouped_number(value, int(places))
+
+
+@register.filter
+def signal(value, name: str):
+    """``{{ n.requests_waiting|signal:"requests_waiting" }}`` -> ``0.7``: a serving signal as
+    pages show it and their CSVs export it (:func:`pools.serving.precision.signal_shown`),
+    grouped; ``None`` (unknown) -> ``—``."""
+    shown = signal_shown(name, value)
+    return "—" if shown is None else grouped_number(shown, SHOWN_PLACES[name])
 
 
 @register.filter

@@ -4,6 +4,8 @@ price, worked out by hand; unknown stays unknown; the team dashboard's table and
 
 from __future__ import annotations
 
+import csv
+import io
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
@@ -211,3 +213,47 @@ def test_the_admin_dashboard_lists_unmatched_series_and_a_failed_pass(admin_page
     )
     page = admin_page.get("/dashboard/").content.decode()
     assert "Serving rollup: Prometheus could not be read, the last rollup stays" in page
+
+
+def test_the_serving_table_its_csv_and_the_panel_show_one_number(client, team, team_member):
+    """The newest bucket of an nlp allocation: 0.25 requests waiting on average over the five
+    minutes, KV cache 41.5 % used, TTFT p95 0.2535 s. Worked out by hand, rounding half-up:
+    waiting to one decimal 0.3 (a 5-minute mean: a whole number would say 0, no queue); KV to
+    whole per cent 42; TTFT to whole ms 0.254 s, on the panel 254 ms. The team dashboard's
+    Serving table, its CSV and the allocation's Serving panel all read so. The table and the
+    panel wrote the waiting requests as 0, the CSV as 0.25 (and KV 41.5, TTFT 0.2535)."""
+    allocation = AllocationFactory(
+        team=team,
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=datetime.now(UTC) - timedelta(days=1),
+        ends_at=datetime.now(UTC) + timedelta(days=1),
+    )
+    ServingRollup.objects.create(
+        allocation=allocation,
+        bucket_start=bucket_floor(datetime.now(UTC), 300) - timedelta(minutes=5),
+        cards_held=2,
+        requests_waiting=0.25,
+        kv_cache_usage_pct=41.5,
+        ttft_p95_s=0.2535,
+    )
+    client.force_login(team_member)
+
+    table = client.get("/teams/nlp/dashboard/").content.decode()
+    export = client.get("/teams/nlp/dashboard/?export=serving")
+    [row] = csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode()))
+    panel = client.get(f"/allocations/{allocation.pk}/serving/").content.decode()
+
+    cells = table[table.index(f'href="/allocations/{allocation.pk}/serving/"') :]
+    cells = cells[: cells.index("</tr>")]
+    assert '<td class="num">0.3</td>' in cells
+    assert '<td class="num">42 %</td>' in cells
+    assert '<td class="num">0.254 s</td>' in cells
+    assert (row["requests_waiting"], row["kv_cache_usage_pct"], row["ttft_p95_s"]) == (
+        "0.3",
+        "42",
+        "0.254",
+    )
+    assert "<dt>Requests waiting</dt><dd>0.3</dd>" in panel
+    assert "<dt>KV cache used</dt><dd>42 <small>%</small></dd>" in panel
+    assert "<dt>TTFT p95</dt><dd>254 <small>ms</small></dd>" in panel

@@ -67,15 +67,20 @@ def test_the_api_answers_rounded_values(api_as, team_member, noisy):
 
 
 def test_the_dashboard_serving_csv_is_rounded(admin_page, noisy):
+    """The CSV writes each signal as the Serving table shows it (the API keeps the stored
+    places, and the table rounds the value as the API answers it): KV cache and utilisation
+    whole per cent (32.8 -> 33, 71.4 -> 71), TTFT whole ms (0.1235 s -> 0.124, half-up),
+    waiting requests one decimal (2.33 -> 2.3); output tokens are no column of the table and
+    keep their stored tenth."""
     response = admin_page.get("/dashboard/?export=serving-allocations")
     header, row = b"".join(response.streaming_content).decode().strip().splitlines()
     cells = dict(zip(header.split(","), row.split(","), strict=True))
 
-    assert cells["kv_cache_usage_pct"] == "32.8"
-    assert cells["ttft_p95_s"] == "0.1235"
-    assert cells["requests_waiting"] == "2.33"
+    assert cells["kv_cache_usage_pct"] == "33"
+    assert cells["ttft_p95_s"] == "0.124"
+    assert cells["requests_waiting"] == "2.3"
     assert cells["output_tokens_5min"] == "3000.0"
-    assert cells["gpu_util_pct"] == "71.4"
+    assert cells["gpu_util_pct"] == "71"
 
 
 def test_the_calibration_api_answers_rounded_figures(api_as, team_member, noisy):
