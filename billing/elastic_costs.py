@@ -44,7 +44,7 @@ from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 from pools.inventory.models import GpuModel, Pool
-from pools.web.numbers import grouped
+from pools.web.numbers import card_hours_text
 
 
 def _money(amount: Decimal | None, currency: str | None) -> str | None:
@@ -67,11 +67,12 @@ class DecisionMoney:
 
     @property
     def card_hours_text(self) -> str:
-        """``card_hours`` to 2 places with its sign and what the decision did: ``+1.25 card-h
-        added``, ``−0.50 card-h released``; no sign on a figure that rounds to 0.00 (a decision
-        taken moments ago), so never "−0.00"."""
-        shown = grouped(self.card_hours, 2)
-        sign = "" if shown == "0.00" else ("+" if self.added else "\u2212")
+        """``card_hours`` as every page shows card-hours (:func:`pools.web.numbers.card_hours_text`)
+        with its sign and what the decision did: ``+1.250 card-h added``, ``−0.500 card-h
+        released``; no sign on a figure that rounds to 0.000 (a decision taken moments ago), so
+        never "−0.000"."""
+        shown = card_hours_text(self.card_hours)
+        sign = "" if shown == "0.000" else ("+" if self.added else "\u2212")
         return f"{sign}{shown}\u00a0card-h {'added' if self.added else 'released'}"
 
     @property

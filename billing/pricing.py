@@ -28,6 +28,7 @@ from fractions import Fraction
 
 from pools.capacity.arithmetic import SECONDS_PER_HOUR, card_seconds_hours
 from pools.capacity.slices import is_profile, slice_share
+from pools.web.numbers import CARD_HOUR_PLACES
 
 TOKENS_PER_MILLION = Decimal(1_000_000)
 
@@ -244,8 +245,11 @@ def priced_quantity(quantity: Decimal, unit: str) -> Decimal:
 
 def quantity_places(unit: str) -> int:
     """Decimals a line's quantity is shown with, on the page and in the CSV: tokens whole,
-    card-hours, GB-months and GB to 3 places (3.6 s of one card; 1 MB held a month)."""
-    return 0 if unit.endswith("tokens") else 3
+    card-hours as every page shows them (:data:`pools.web.numbers.CARD_HOUR_PLACES`, 3: 3.6 s
+    of one card), GB-months and GB to 3 places (1 MB held a month)."""
+    if unit.endswith("tokens"):
+        return 0
+    return CARD_HOUR_PLACES if unit == "card-hours" else 3
 
 
 def unit_price_places(unit_price: Decimal, currency: str) -> int:

@@ -5,6 +5,7 @@ from django.http import QueryDict
 from django.utils.html import format_html
 
 from pools.serving.precision import SHOWN_PLACES, signal_shown
+from pools.web.numbers import card_hours_text
 from pools.web.numbers import grouped as grouped_number
 from pools.web.pages import mig_slices_text, node_url
 
@@ -59,6 +60,13 @@ def grouped(value, places: int = 0):
     if value is None or value == "":
         return "—"
     return grouped_number(value, int(places))
+
+
+@register.filter
+def card_hours(value):
+    """``{{ value|card_hours }}`` -> ``2 976.000``: card-hours as every page shows them, to the
+    statements' 3 places (:func:`pools.web.numbers.card_hours_text`); ``None`` -> ``—``."""
+    return card_hours_text(value)
 
 
 @register.filter

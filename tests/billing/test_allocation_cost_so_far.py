@@ -3,7 +3,7 @@ card-hours held to now × the rate card's reserved price; unknown, with the reas
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from unittest import mock
 
@@ -11,6 +11,7 @@ import pytest
 from factories import AllocationFactory, RateCardEntryFactory, RateCardFactory
 
 from billing.dashboards.costs import allocations_cost_so_far, teams_cost_so_far
+from billing.services.statements import statement_build
 from billing.services.usage_import import usage_import_reservations
 from pools.common.choices import AllocationStatus, PricingMethod
 from pools.inventory.models import GpuModel
@@ -104,7 +105,7 @@ def test_page_and_api_show_it(team, card, team_member, client, api_as):
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         page = client.get(f"/requests/{allocation.request_id}/").content.decode()
         body = api_as(team_member).get(f"/api/v1/allocations/{allocation.pk}/").json()
-    assert "570.00" in page and "456.00 reserved card-hours" in page
+    assert "570.00" in page and "456.000 reserved card-hours" in page
     assert body["cost_so_far"] == {
         "card_hours": "456.00",
         "price_per_card_hour": "1.25",
@@ -120,3 +121,31 @@ def test_page_says_unknown_and_why(team, team_member, client):
     client.force_login(team_member)
     page = client.get(f"/requests/{allocation.request_id}/").content.decode()
     assert "<strong>unknown</strong>" in page and "no rate card is in force now" in page
+
+
+def test_an_allocation_reads_as_its_statement_line(team, card, team_member, client):
+    """2 L40S held 1 Dec 00:00 -> 01:00:45, ended: 2 × 1.0125 h = 2.025 card-h, and so its
+    December statement's reserved line (quantities to 3 places). The request page, the team
+    dashboard's allocations table and the statement page all read 2.025; the request page
+    said 2.02 (or 2.03) and the dashboard 2.0."""
+    allocation = l40s_allocation(team)
+    allocation.status = AllocationStatus.ENDED
+    allocation.ends_at = DEC_1 + timedelta(hours=1, seconds=45)
+    allocation.save()
+    allocation.request.requested_by = team_member
+    allocation.request.save()
+    usage_import_reservations(start=DEC_1, end=NOW, now=NOW)
+    statement = statement_build(team=team, month=date(2026, 12, 1), now=NOW)
+    [line] = statement.lines.all()
+    assert (line.quantity, line.unit) == (Decimal("2.025"), "card-hours")
+    client.force_login(team_member)
+
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        request_page = client.get(f"/requests/{allocation.request_id}/").content.decode()
+        dashboard = client.get("/teams/nlp/dashboard/").content.decode()
+        statement_page = client.get("/costs/nlp/2026-12/").content.decode()
+
+    assert "2.025 reserved card-hours" in request_page
+    row = dashboard[dashboard.index(f"/requests/{allocation.request_id}/") :]
+    assert '<td class="num">2.025</td>' in row[: row.index("</tr>")]
+    assert '<td class="num">2.025</td>' in statement_page
