@@ -47,6 +47,7 @@ from pools.serving import selectors as serving_selectors
 from pools.serving.precision import signal_shown
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
+from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import (
     PALETTE,
     Column,
@@ -80,12 +81,14 @@ STRANDED_COLUMNS = [
     Column("pool_slug", lambda c: c.row.pool_slug),
     Column("gpu_model_slug", lambda c: c.row.gpu_model_slug),
     Column("cards", lambda c: c.row.cards),
-    Column("free_card_hours", lambda c: f"{c.row.free_card_hours:.2f}"),
-    Column("stranded_card_hours", lambda c: f"{c.row.stranded_card_hours:.2f}"),
-    Column("stranded_for_2_card_hours", lambda c: f"{c.row.card_hours_for[2]:.2f}"),
-    Column("stranded_for_4_card_hours", lambda c: f"{c.row.card_hours_for[4]:.2f}"),
-    Column("stranded_for_8_card_hours", lambda c: f"{c.row.card_hours_for[8]:.2f}"),
-    Column("unknown_topology_card_hours", lambda c: f"{c.row.unknown_topology_card_hours:.2f}"),
+    Column("free_card_hours", lambda c: card_hours_csv(c.row.free_card_hours)),
+    Column("stranded_card_hours", lambda c: card_hours_csv(c.row.stranded_card_hours)),
+    Column("stranded_for_2_card_hours", lambda c: card_hours_csv(c.row.card_hours_for[2])),
+    Column("stranded_for_4_card_hours", lambda c: card_hours_csv(c.row.card_hours_for[4])),
+    Column("stranded_for_8_card_hours", lambda c: card_hours_csv(c.row.card_hours_for[8])),
+    Column(
+        "unknown_topology_card_hours", lambda c: card_hours_csv(c.row.unknown_topology_card_hours)
+    ),
     Column("price_per_card_hour", lambda c: c.price_per_card_hour),
     Column("amount", lambda c: c.amount),
     Column("currency", lambda c: c.currency),
@@ -549,8 +552,8 @@ TEAM_ALLOCATION_COLUMNS = [
     Column("status", lambda r: r["allocation"].status),
     Column("starts_at", lambda r: r["allocation"].starts_at.isoformat()),
     Column("ends_at", lambda r: r["allocation"].ends_at.isoformat()),
-    Column("held_card_hours", lambda r: f"{r['held']:.2f}"),
-    Column("used_card_hours", lambda r: None if r["used"] is None else f"{r['used']:.2f}"),
+    Column("held_card_hours", lambda r: card_hours_csv(r["held"])),
+    Column("used_card_hours", lambda r: card_hours_csv(r["used"])),
     Column("used_percent", lambda r: r["used_percent"]),
 ]
 
@@ -574,7 +577,7 @@ SERVING_COLUMNS = [
     _signal_column("itl_p95_s"),
     Column("output_tokens_5min", lambda r: r["now"].get("generation_tokens")),
     _signal_column("gpu_util_pct"),
-    Column("month_held_card_hours", lambda r: _usage(r, "held_card_hours")),
+    Column("month_held_card_hours", lambda r: card_hours_csv(_usage(r, "held_card_hours"))),
     Column("month_output_tokens", lambda r: _usage(r, "output_tokens")),
     Column("month_input_tokens", lambda r: _usage(r, "input_tokens")),
     Column("output_tokens_per_card_hour", lambda r: _usage(r, "output_tokens_per_card_hour")),
@@ -593,8 +596,8 @@ SERVING_GROUP_COLUMNS = [
     Column("gpu_model", lambda g: g["gpu_model"]),
     Column("team", lambda g: g["team"]),
     Column("allocations", lambda g: g["allocations"]),
-    Column("held_card_hours", lambda g: g["usage"].held_card_hours),
-    Column("busy_card_hours", lambda g: g["usage"].busy_card_hours),
+    Column("held_card_hours", lambda g: card_hours_csv(g["usage"].held_card_hours)),
+    Column("busy_card_hours", lambda g: card_hours_csv(g["usage"].busy_card_hours)),
     Column("busy_share", lambda g: g["usage"].busy_share),
     Column("output_tokens", lambda g: g["usage"].output_tokens),
     Column("input_tokens", lambda g: g["usage"].input_tokens),

@@ -15,6 +15,7 @@ from django.http import HttpResponse, StreamingHttpResponse
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.models import Allocation, CapacityRequest
 from pools.capacity.scheduler_panel import SchedulerPanel
+from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import Column, csv_response
 
 
@@ -96,7 +97,7 @@ ALLOCATION_COLUMNS = [
     ),
     Column("pricing_method", lambda row: row[0].pricing_method),
     Column("scheduler_applied", lambda row: bool((row[0].scheduler_binding or {}).get("applied"))),
-    Column("held_card_hours", lambda row: f"{row[1].card_hours:.2f}" if row[1] else None),
+    Column("held_card_hours", lambda row: card_hours_csv(row[1].card_hours) if row[1] else None),
     Column("price_per_card_hour", _cost("price_plain")),
     Column("cost_so_far", _cost("amount")),  # empty: unknown (cost_reason says why)
     Column("currency", _cost("currency")),

@@ -23,6 +23,7 @@ from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.roles import is_pool_admin
 from pools.web.csv_numbers import plain_number
+from pools.web.numbers import CARD_HOUR_PLACES
 from pools.web.pages import Column, UrlOfId, checked_page, csv_response, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
@@ -40,8 +41,8 @@ MY_ALLOCATION_COLUMNS = [
     Column("status", lambda r: r["allocation"].status),
     Column("starts_at", lambda r: r["allocation"].starts_at.isoformat()),
     Column("ends_at", lambda r: r["allocation"].ends_at.isoformat()),
-    Column("held_card_hours", lambda r: plain_number(r["held_card_hours"], 2)),
-    Column("window_card_hours", lambda r: plain_number(r["window_card_hours"], 2)),
+    Column("held_card_hours", lambda r: plain_number(r["held_card_hours"], CARD_HOUR_PLACES)),
+    Column("window_card_hours", lambda r: plain_number(r["window_card_hours"], CARD_HOUR_PLACES)),
 ]
 MY_REQUEST_COLUMNS = [
     Column("request", lambda r: r.pk),

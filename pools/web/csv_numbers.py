@@ -11,6 +11,8 @@ from __future__ import annotations
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from pools.web.numbers import CARD_HOUR_PLACES
+
 
 def plain_number(value: Any, places: int | None = None) -> Any:
     """``value`` as a plain decimal string when it is a ``Decimal`` or ``float``: with its own
@@ -26,3 +28,10 @@ def plain_number(value: Any, places: int | None = None) -> Any:
     if places is not None:
         value = value.quantize(Decimal(1).scaleb(-places), rounding=ROUND_HALF_UP)
     return format(value, "f")
+
+
+def card_hours_csv(value: Any) -> Any:
+    """Card-hours as a CSV cell: :func:`plain_number` to the places pages show them with
+    (:data:`pools.web.numbers.CARD_HOUR_PLACES`, 3: ``2.025``, ``456.000``), so a page and its CSV
+    read the same number; ``None`` (unknown) stays an empty cell."""
+    return None if value is None else plain_number(value, CARD_HOUR_PLACES)
