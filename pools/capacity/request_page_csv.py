@@ -2,8 +2,9 @@
 ``?export=audit``: ``request`` (what was asked, one row), ``allocation`` (what was granted, one
 row; none before approval), ``scheduler`` (the objects the *In the scheduler* panel lists) and
 ``drifts`` (the panel's drifts the scheduler refused to repair). Same rows and order as the
-page; instants ISO 8601 in UTC; card-hours to 2 decimals; money as ``amount`` (a plain decimal at
-the currency's minor unit) beside its ``currency`` code, as the other CSVs give it."""
+page; instants ISO 8601 in UTC; card-hours to 3 decimals, as pages show them; money as
+``amount`` (a plain decimal at the currency's minor unit) beside its ``currency`` code, as the
+other CSVs give it."""
 
 from __future__ import annotations
 
@@ -93,7 +94,7 @@ ALLOCATION_COLUMNS = [
     Column("ends_at", lambda row: _utc(row[0].ends_at)),
     Column(
         "reserved_card_hours",
-        lambda row: f"{card_hours(row[0].card_count, row[0].starts_at, row[0].ends_at):.2f}",
+        lambda row: card_hours_csv(card_hours(row[0].card_count, row[0].starts_at, row[0].ends_at)),
     ),
     Column("pricing_method", lambda row: row[0].pricing_method),
     Column("scheduler_applied", lambda row: bool((row[0].scheduler_binding or {}).get("applied"))),

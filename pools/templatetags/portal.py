@@ -73,7 +73,10 @@ def card_hours(value):
 def signal(value, name: str):
     """``{{ n.requests_waiting|signal:"requests_waiting" }}`` -> ``0.7``: a serving signal as
     pages show it and their CSVs export it (:func:`pools.serving.precision.signal_shown`),
-    grouped; ``None`` (unknown) -> ``—``."""
+    grouped; ``None`` (unknown) -> ``—``, and so is ``""``: a row without the newest bucket
+    (``n`` an empty dict) gives the template's empty string for the signal."""
+    if value == "":
+        return "—"
     shown = signal_shown(name, value)
     return "—" if shown is None else grouped_number(shown, SHOWN_PLACES[name])
 

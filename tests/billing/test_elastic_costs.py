@@ -122,18 +122,18 @@ def at_now(monkeypatch):
 def test_the_pages_show_each_decision_and_the_week(admin_page, policy, rates, at_now):
     """(Whitespace joined: the money format's no-break space reads as a space.)"""
     detail = " ".join(admin_page.get(f"/elastic/{policy.pk}/").content.decode().split())
-    assert "+8.00 card-h added · 64.00 EUR" in detail
-    assert "−4.00 card-h released · 32.00 EUR" in detail
-    assert "−2.00 card-h released · 16.00 EUR" in detail
+    assert "+8.000 card-h added · 64.00 EUR" in detail
+    assert "−4.000 card-h released · 32.00 EUR" in detail
+    assert "−2.000 card-h released · 16.00 EUR" in detail
     assert (
-        "<strong>12.00 card-hours</strong> borrowed above the floor cost <strong>96.00 EUR"
+        "<strong>12.000 card-hours</strong> borrowed above the floor cost <strong>96.00 EUR"
         in detail
     )
-    assert "released <strong>6.00 card-hours</strong> worth <strong>48.00 EUR" in detail
+    assert "released <strong>6.000 card-hours</strong> worth <strong>48.00 EUR" in detail
     listing = " ".join(admin_page.get("/elastic/").content.decode().split())
-    assert "12.00 card-h<br><small>96.00 EUR</small>" in listing
-    assert "cost <strong>96.00 EUR</strong> for 12.00 card-hours" in listing
-    assert "released 6.00 card-hours worth <strong>48.00 EUR</strong>" in listing
+    assert "12.000 card-h<br><small>96.00 EUR</small>" in listing
+    assert "cost <strong>96.00 EUR</strong> for 12.000 card-hours" in listing
+    assert "released 6.000 card-hours worth <strong>48.00 EUR</strong>" in listing
 
 
 def test_the_api_has_the_money(admin_api, policy, rates, at_now):
@@ -275,13 +275,13 @@ def test_the_pages_and_the_api_price_burst_pool_cards_at_their_pool(
 ):
     detail = " ".join(admin_page.get(f"/elastic/{spilling.pk}/").content.decode().split())
     assert (
-        "<strong>28.00 card-hours</strong> borrowed above the floor, 10.00 of them in burst "
+        "<strong>28.000 card-hours</strong> borrowed above the floor, 10.000 of them in burst "
         "pool Rented, cost <strong>173.00 EUR" in detail
     )
     assert "cards in burst pool Rented at its own price (2.90 EUR per card-hour)" in detail
-    assert "+8.00 card-h added · 23.20 EUR" in detail
+    assert "+8.000 card-h added · 23.20 EUR" in detail
     listing = " ".join(admin_page.get("/elastic/").content.decode().split())
-    assert "28.00 card-h<br><small>173.00 EUR</small>" in listing
+    assert "28.000 card-h<br><small>173.00 EUR</small>" in listing
     week = admin_api.get(f"/api/v1/elastic-policies/{spilling.pk}/").json()["scaling_last_7_days"]
     assert (week["burst_amount"], week["burst_pools"]) == (
         "173.00",

@@ -51,16 +51,16 @@ def test_the_request_page_shows_the_price_to_the_cent(team, team_member, client)
         page = client.get(f"/requests/{allocation.request_id}/").content.decode()
     page = " ".join(page.replace("\u00a0", " ").replace("\u202f", " ").split())
     assert "866.40 EUR" in page
-    assert "456.00 reserved card-hours × 1.90 EUR a card-hour" in page
+    assert "456.000 reserved card-hours × 1.90 EUR a card-hour" in page
 
 
 @pytest.mark.parametrize(
     "cards,hours,text",
     [
-        (-2, Decimal("0.001111"), "0.00\u00a0card-h released"),  # a decision moments ago
-        (2, Decimal("0.004"), "0.00\u00a0card-h added"),
-        (-2, Decimal("1.5"), "\u22121.50\u00a0card-h released"),
-        (4, Decimal("1234.5"), "+1\u202f234.50\u00a0card-h added"),
+        (-2, Decimal("0.000411"), "0.000\u00a0card-h released"),  # a decision moments ago
+        (2, Decimal("0.0004"), "0.000\u00a0card-h added"),
+        (-2, Decimal("1.5"), "\u22121.500\u00a0card-h released"),
+        (4, Decimal("1234.5"), "+1\u202f234.500\u00a0card-h added"),
     ],
 )
 def test_a_decisions_card_hours_never_read_negative_zero(cards, hours, text):

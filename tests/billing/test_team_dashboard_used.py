@@ -79,8 +79,8 @@ def test_the_card_compares_used_inside_with_held(client, team, team_member, mont
     used_held = re.search(r'id="used-held"><div class="value">([^<]*)<', page).group(1)
     share = re.search(r'id="used-share"><div class="value">([^<]*)<', page).group(1)
     outside = re.search(r'id="used-outside"><div class="value">([^<]*)<', page).group(1)
-    assert (used_held, share, outside) == ("114 / 504", "23 %", "50")
-    assert "usage not imported for 1 allocation (24 card-h held), left out" in page
+    assert (used_held, share, outside) == ("114.000 / 504.000", "23 %", "50.000")
+    assert "usage not imported for 1 allocation (24.000 card-h held), left out" in page
 
 
 def test_unknown_usage_is_left_out_not_counted_as_idle(client, team, team_member, month):
@@ -91,16 +91,18 @@ def test_unknown_usage_is_left_out_not_counted_as_idle(client, team, team_member
     client.force_login(team_member)
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         page = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
-    assert re.search(r'id="used-held"><div class="value">([^<]*)<', page).group(1) == "0 / 48"
+    assert (
+        re.search(r'id="used-held"><div class="value">([^<]*)<', page).group(1) == "0.000 / 48.000"
+    )
     assert re.search(r'id="used-share"><div class="value">([^<]*)<', page).group(1) == "0 %"
-    assert "usage not imported for 1 allocation (24 card-h held), left out" in page
+    assert "usage not imported for 1 allocation (24.000 card-h held), left out" in page
 
     b.delete()
     with mock.patch("django.utils.timezone.now", return_value=NOW):
         page = _plain(client.get(f"/teams/{team.slug}/dashboard/").content)
     values = re.findall(r'id="used-(?:held|share)"><div class="value">(.*?)</div>', page)
     assert [re.sub(r"<[^>]+>", "", v) for v in values] == ["unknown", "unknown"]
-    assert "usage not imported for 1 allocation (24 card-h held), left out" in page
+    assert "usage not imported for 1 allocation (24.000 card-h held), left out" in page
 
 
 def test_used_share_sums_known_and_unknown_apart():
@@ -126,9 +128,9 @@ def test_the_used_column_fills_slurm_allocations(client, team, team_member, mont
     for allocation in month:
         row = re.search(rf">{allocation.pk}</a></td>(.*?)</tr>", page).group(1)
         cells[allocation.pk] = re.findall(r'<td class="num">(.*?)</td>', row)[1:]
-    assert cells[a.pk] == ["456.0", "114.0", "25 %"]
-    assert cells[b.pk] == ["48.0", "0.0", "0 %"]
-    assert [re.sub(r"<[^>]+>", "", c) for c in cells[k.pk]] == ["24.0", "—", "—"]
+    assert cells[a.pk] == ["456.000", "114.000", "25 %"]
+    assert cells[b.pk] == ["48.000", "0.000", "0 %"]
+    assert [re.sub(r"<[^>]+>", "", c) for c in cells[k.pk]] == ["24.000", "—", "—"]
 
 
 def test_before_accounting_reached_it_a_slurm_allocation_is_unknown(

@@ -103,7 +103,7 @@ def test_my_teams_shows_an_elastic_allocations_cards_held_not_its_floor(
         (r["allocation"], r["cards"], r["elastic_floor"], r["elastic_ceiling"]) for r in rows
     ] == [(str(elastic_allocation.pk), "5", "2", "6")]
     # the floor's card-hours: 2 cards x 48 h window, 2 x 24 h so far (within a minute of now)
-    assert rows[0]["window_card_hours"] == "96.00"
+    assert rows[0]["window_card_hours"] == "96.000"
     held = Decimal(rows[0]["held_card_hours"])
     assert Decimal("47.95") <= held <= Decimal("48.05")
 

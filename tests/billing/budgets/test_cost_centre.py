@@ -118,7 +118,7 @@ def test_members_of_the_centre_see_it_others_do_not(centre, team_member, client,
     _, _, bio = centre
     client.force_login(team_member)  # alice of nlp (CC-42)
     page = client.get("/costs/budgets/").content.decode()
-    assert "cost centre CC-42" in page and "50.0 / 60.0" in page
+    assert "cost centre CC-42" in page and "50.000 / 60.000" in page
     outsider = django_user_model.objects.create_user("erin")
     MembershipFactory(team=bio, user=outsider)
     client.force_login(outsider)

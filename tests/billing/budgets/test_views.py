@@ -41,7 +41,7 @@ def test_list_shows_figures_and_burn_down(near, team_member, client):
     page = client.get("/costs/budgets/")
     assert page.status_code == 200
     html = page.content.decode()
-    assert "85.0 / 100.0" in html and "85.0 %" in html and "12 Mar 2026" in html
+    assert "85.000 / 100.000" in html and "85.0 %" in html and "12 Mar 2026" in html
     chart = page.context["chart"]
     left = chart["datasets"][0]["data"]
     # from 100 at day 0 to 15 left now, 10 days in

@@ -285,11 +285,11 @@ def test_team_dashboard_usage_and_spend(fleet):
     member = _member_client(nlp)
     page = member.get("/teams/nlp/dashboard/").content.decode()
     # held: 2 cards × 24 h since yesterday = 48 card-hours; used 3 → 6 % (kept with its sign)
-    assert "48.0" in page and "3.0" in page and "6&nbsp;%" in page
+    assert "48.000" in page and "3.000" in page and "6&nbsp;%" in page
     assert "123.40\u00a0EUR" in page and "no cost data" in page
     rows = _csv(member.get("/teams/nlp/dashboard/?export=allocations"))
     assert rows[1].endswith(",2,active," + allocation.starts_at.isoformat() + ","
-                            + allocation.ends_at.isoformat() + ",48.00,3.00,6")  # fmt: skip
+                            + allocation.ends_at.isoformat() + ",48.000,3.000,6")  # fmt: skip
     spend = _csv(member.get("/teams/nlp/dashboard/?export=spend"))
     assert spend[1] == f"{previous_month(month):%Y-%m},123.40,EUR,False,False"  # to the cent
     assert spend[2] == f"{month:%Y-%m},,,False,False"  # no rate card: no cost so far either

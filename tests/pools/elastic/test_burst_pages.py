@@ -213,12 +213,12 @@ def test_the_whatif_prices_the_same_load_with_and_without_burst(
 
     assert "Inference can hold 4 of these cards now" in body
     assert (
-        '<tr data-burst-with><th scope="row">With burst</th><td class="num">4.00 card-h<br>'
-        '<small class="muted">at 8.00 EUR / card-hour</small></td><td class="num">4.00 card-h'
+        '<tr data-burst-with><th scope="row">With burst</th><td class="num">4.000 card-h<br>'
+        '<small class="muted">at 8.00 EUR / card-hour</small></td><td class="num">4.000 card-h'
         '<br><small class="muted">at 2.90 EUR / card-hour</small></td><td class="num"><strong>'
         "43.60 EUR</strong>" in body
     )
-    assert '4.00 card-h not served</small></td><td class="num"><strong>32.00 EUR' in body
+    assert '4.000 card-h not served</small></td><td class="num"><strong>32.00 EUR' in body
 
 
 def test_the_burst_whatif_without_a_rate_card_says_the_cost_is_unknown(

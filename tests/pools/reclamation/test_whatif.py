@@ -259,7 +259,7 @@ def test_policy_page_shows_the_what_if(
     ReclamationWhatIf.objects.all().delete()
     _, strict = post_what_if(admin_page, {"days": 3, **THRESHOLDS},
                              django_capture_on_commit_callbacks)  # fmt: skip
-    assert "freeing 0.0 card-hours" in " ".join(strict.content.decode().split())
+    assert "freeing 0.000 card-hours" in " ".join(strict.content.decode().split())
 
 
 @override_settings(PROMETHEUS_URL="")
@@ -304,7 +304,7 @@ def test_the_what_if_form_runs_and_keeps_the_saved_dry_run(
         "window_minutes": 30, "min_coverage": "0.9", "grace_hours": 24}}  # fmt: skip
     body = page.content.decode()
     assert "Fix the values above" not in body
-    assert "freeing 0.0 card-hours" in " ".join(body.split())
+    assert "freeing 0.000 card-hours" in " ".join(body.split())
     assert 'name="dry_run" id="id_dry_run" checked' in body  # saving keeps the dry run
     assert 'name="idle_below_pct" value="0.5"' in body  # the form keeps the trial's values
 

@@ -105,3 +105,13 @@ def test_the_calibration_api_answers_rounded_figures(api_as, team_member, noisy)
         "concurrency": 2.67, "measured_tok_s_per_card": 35.3, "sized_tok_s_per_card": 35.3,
         "band_low_factor": 0.717, "band_high_factor": 1.457, "ratio": 0.999,
     }  # fmt: skip
+
+
+def test_a_signal_the_newest_bucket_lacks_is_a_dash_on_the_page():
+    """A Serving table row with this month's efficiency but no newest bucket (``now`` is
+    ``{}``): the template hands the filter "" for the missing signal, which was a 500."""
+    from pools.templatetags.portal import signal
+
+    assert signal("", "requests_waiting") == "—"
+    assert signal(None, "ttft_p95_s") == "—"
+    assert signal(0.25, "requests_waiting") == "0.3"

@@ -125,7 +125,7 @@ def test_the_allocation_with_its_cost_so_far(fake_slurm, placed):
         "allocation": str(allocation.pk), "status": "active", "card_count": "2",
         "gpu_model": "a100_80g_sxm", "pool": "train", "placement": f"{node.hostname} (GPU 0, 1)",
         "starts_at": "2026-12-01T00:00:00+00:00", "ends_at": "2026-12-21T00:00:00+00:00",
-        "reserved_card_hours": "960.00", "held_card_hours": "456.00",
+        "reserved_card_hours": "960.000", "held_card_hours": "456.000",
         "price_per_card_hour": "2.5", "cost_so_far": "1140.00", "currency": "EUR",
         "cost_reason": "", "scheduler_applied": "True",
     }  # fmt: skip
