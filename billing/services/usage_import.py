@@ -28,7 +28,8 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from billing.choices import ChargeBasis, UsageFlag, UsageSource, UsageUnit
@@ -53,7 +54,14 @@ from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.selectors import burst_pool_timelines, held_timelines
 from pools.inventory.gpu_names import normalise_model_key
-from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool, node_cluster_id
+from pools.inventory.models import (
+    Gpu,
+    GpuModelAlias,
+    Node,
+    Pool,
+    node_cluster_id,
+    pool_node_cluster_id,
+)
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
@@ -387,7 +395,6 @@ class UsageCatalogue:
         for a in (
             Allocation.objects.whole_cards()
             .filter(pricing_method__in=list(windows), status__in=CHARGED_STATUSES)
-            .select_related("pool__cluster", "team")
             .only(
                 "id",
                 "team_id",
@@ -396,22 +403,26 @@ class UsageCatalogue:
                 "ends_at",
                 "pricing_method",
                 "card_count",
-                "scheduler_binding",
-                "team",
-                "team__slug",
-                "pool",
-                "pool__cluster",
-                "pool__scheduler",
-                "pool__slurm_partition",
-                "pool__cluster__credential_kind",
             )  # fmt: skip
+            .annotate(  # the place's columns, not the pool, cluster and team rows
+                place_scheduler=F("pool__scheduler"),
+                place_cluster=pool_node_cluster_id("pool"),
+                place_partition=F("pool__slurm_partition"),
+                place_namespace=KT("scheduler_binding__namespace"),
+                team_slug=F("team__slug"),
+            )
             .order_by("starts_at", "id")
         ):
             windows[a.pricing_method][(a.team_id, a.gpu_model_id)].append(
                 (a.starts_at, a.ends_at, a.id)
             )
             self._allocations[a.id] = a
-            self._places[a.id] = allocation_place(a)
+            self._places[a.id] = Place.of(
+                a.place_scheduler,
+                a.place_cluster,
+                partition=a.place_partition,
+                namespace=a.place_namespace or f"team-{a.team_slug}",
+            )
 
     def held(
         self, pairs: Iterable[tuple[int, int]], *, scheduler: str, cluster: int | None
@@ -514,20 +525,16 @@ class Place:
     def scope(self) -> tuple[str, int | None]:
         return self.scheduler, self.cluster
 
-
-def allocation_place(allocation: Allocation) -> Place:
-    """The :class:`Place` of ``allocation``, from its pool: a Slurm pool's partition (its
-    account's GrpTRES is on that partition; none: on the account, the whole cluster); a
-    Kubernetes pool's namespace is the one its scheduler binding names, else ``team-<slug>``
-    (where the team's quota is applied, :func:`pools.capacity.services.scheduler_binding`)."""
-    pool = allocation.pool
-    cluster = node_cluster_id(pool.cluster)
-    if pool.scheduler == Scheduler.KUBERNETES:
-        namespace = (allocation.scheduler_binding or {}).get("namespace")
-        if not isinstance(namespace, str) or not namespace:
-            namespace = f"team-{allocation.team.slug}"
-        return Place(pool.scheduler, cluster, namespace)
-    return Place(pool.scheduler, cluster, pool.slurm_partition or None)
+    @classmethod
+    def of(cls, scheduler: str, cluster: int | None, *, partition: str, namespace: str) -> Place:
+        """The place of an allocation in a pool of ``scheduler`` in ``cluster``: a Slurm pool's
+        ``partition`` (its account's GrpTRES is on that partition; blank: on the account, the
+        whole cluster); a Kubernetes pool's ``namespace``, its scheduler binding's, else
+        ``team-<slug>`` (where the team's quota is applied,
+        :mod:`pools.capacity.services.scheduler_binding`)."""
+        if scheduler == Scheduler.KUBERNETES:
+            return cls(scheduler, cluster, namespace)
+        return cls(scheduler, cluster, partition or None)
 
 
 def _gpu_shares(job: JobRecord) -> list[tuple[str | None, str | None, Decimal]]:
