@@ -392,27 +392,7 @@ class UsageCatalogue:
         self._places: dict[int, Place] = {}
         self._held: dict[tuple, tuple[list[Held], list[Held]]] = {}
         # a reservation of whole cards covers jobs on whole cards (MIG jobs are charged as used)
-        for a in (
-            Allocation.objects.whole_cards()
-            .filter(pricing_method__in=list(windows), status__in=CHARGED_STATUSES)
-            .only(
-                "id",
-                "team_id",
-                "gpu_model_id",
-                "starts_at",
-                "ends_at",
-                "pricing_method",
-                "card_count",
-            )  # fmt: skip
-            .annotate(  # the place's columns, not the pool, cluster and team rows
-                place_scheduler=F("pool__scheduler"),
-                place_cluster=pool_node_cluster_id("pool"),
-                place_partition=F("pool__slurm_partition"),
-                place_namespace=KT("scheduler_binding__namespace"),
-                team_slug=F("team__slug"),
-            )
-            .order_by("starts_at", "id")
-        ):
+        for a in _covering_allocations(list(windows)):
             windows[a.pricing_method][(a.team_id, a.gpu_model_id)].append(
                 (a.starts_at, a.ends_at, a.id)
             )
@@ -496,6 +476,28 @@ class UsageCatalogue:
         ]
         window = _in_force(windows, start)
         return window[2] if window is not None and end <= window[1] else None
+
+
+def _covering_allocations(methods: list[str]) -> QuerySet[Allocation]:
+    """The charged allocations of whole cards priced by ``methods``, in start order, with
+    the columns of their place (``place_scheduler``, ``place_cluster``: the pool's cluster
+    key, ``place_partition``, ``place_namespace``: the binding's, ``team_slug``) — read as
+    columns, not the pool, cluster and team rows."""
+    return (
+        Allocation.objects.whole_cards()
+        .filter(pricing_method__in=methods, status__in=CHARGED_STATUSES)
+        .only(
+            "id", "team_id", "gpu_model_id", "starts_at", "ends_at", "pricing_method", "card_count"
+        )  # fmt: skip
+        .annotate(
+            place_scheduler=F("pool__scheduler"),
+            place_cluster=pool_node_cluster_id("pool"),
+            place_partition=F("pool__slurm_partition"),
+            place_namespace=KT("scheduler_binding__namespace"),
+            team_slug=F("team__slug"),
+        )
+        .order_by("starts_at", "id")
+    )
 
 
 def _in_force(
