@@ -68,20 +68,20 @@ def test_elastic_pages_show_what_scaling_cost(signed_in, live_server, elastic, t
     total = page.locator("[data-scale-total]")
     assert total.is_visible()
     text = " ".join(total.inner_text().split())
-    assert "cost 96.00 EUR for 12.00 card-hours borrowed" in text
-    assert "released 14.00 card-hours worth 112.00 EUR" in text
+    assert "cost 96.00 EUR for 12.000 card-hours borrowed" in text
+    assert "released 14.000 card-hours worth 112.00 EUR" in text
     _fits(page, width)
     _shot(page, tmp_path, f"elastic-list-{width}")
 
     page.goto(f"{live_server.url}/elastic/{elastic.pk}/")
     week = " ".join(page.locator("[data-scale-money]").inner_text().split())
-    assert "12.00 card-hours borrowed above the floor cost 96.00 EUR" in week
-    assert "released 14.00 card-hours worth 112.00 EUR" in week
+    assert "12.000 card-hours borrowed above the floor cost 96.00 EUR" in week
+    assert "released 14.000 card-hours worth 112.00 EUR" in week
     history = page.locator("table", has=page.locator("[data-decision-money]"))
     money = history.locator("[data-decision-money]")
     cells = [" ".join(c.split()) for c in money.all_inner_texts()]
-    assert cells == ["−10.00 card-h released · 80.00 EUR", "−4.00 card-h released · 32.00 EUR",
-                     "+8.00 card-h added · 64.00 EUR"]  # fmt: skip
+    assert cells == ["−10.000 card-h released · 80.00 EUR", "−4.000 card-h released · 32.00 EUR",
+                     "+8.000 card-h added · 64.00 EUR"]  # fmt: skip
     money.first.scroll_into_view_if_needed()
     assert money.first.is_visible()  # in the Cards column, kept on a phone
     box = money.first.bounding_box()
