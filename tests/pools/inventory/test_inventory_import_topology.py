@@ -126,15 +126,15 @@ def test_a_card_without_an_index_leaves_the_domains_unstored_and_the_rest_import
     matrix of GPU0 and GPU1: which card is GPU1 is unknown, so no domain is stored and the
     report says why; both cards are still imported."""
     data = (
-        "# $ nvidia-smi --query-gpu=index,name,uuid,memory.total --format=csv\n"
-        "index, name, uuid, memory.total [MiB]\n"
-        "0, NVIDIA RTX A6000, GPU-5baec991-de63-c196-1766-04c38407e133, 49140 MiB\n"
-        "[N/A], NVIDIA RTX A6000, GPU-39fc2446-cb50-2067-2867-d95efd470a2c, 49140 MiB\n"
-        "# $ nvidia-smi topo -m\n"
-        "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
-        "GPU0\t X \tNV4\t0-31\t0\n"
-        "GPU1\tNV4\t X \t0-31\t0\n"
-    ).encode()
+        b"# $ nvidia-smi --query-gpu=index,name,uuid,memory.total --format=csv\n"
+        b"index, name, uuid, memory.total [MiB]\n"
+        b"0, NVIDIA RTX A6000, GPU-5baec991-de63-c196-1766-04c38407e133, 49140 MiB\n"
+        b"[N/A], NVIDIA RTX A6000, GPU-39fc2446-cb50-2067-2867-d95efd470a2c, 49140 MiB\n"
+        b"# $ nvidia-smi topo -m\n"
+        b"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+        b"GPU0\t X \tNV4\t0-31\t0\n"
+        b"GPU1\tNV4\t X \t0-31\t0\n"
+    )
     report = inventory_import_file(data=data, source="nvidia-smi", node="ws-02")
     node = Node.objects.get(hostname="ws-02")
     assert report.created == ["ws-02"]
