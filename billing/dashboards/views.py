@@ -507,6 +507,7 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
         "borrowed_by_pool": borrowed,
         "chart": _plan_chart(board.plan, board.rows, board.days),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
+        "plan_zone": timezone.get_current_timezone_name(),  # the plan's days are local days
         "forecasts": board.forecasts,
         "stranded": board.stranded,
         "stranded_at": board.stranded_at,
