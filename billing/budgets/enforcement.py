@@ -9,17 +9,17 @@ model has no reserved price, or no model is chosen yet — then only card-hours 
 A budget for one pool or GPU model applies only when the request names that pool / model.
 
 Consumption is what statements charge so far; on top of it the check counts what is already
-*committed*: the team's approved allocations priced by reserved card-hours (holding, or ended
-or reclaimed with hours not yet imported; in the budget's scope) from where the reservation
+*committed*: the team's approved allocations priced by reserved card-hours (holding, or ended or
+reclaimed with hours not yet imported; in the budget's scope) from where the reservation
 import's records of each end (the latest ``period_end`` of its reservation usage records; its
 start when it has none) to the end of its window or the period, whichever comes first — the
 cards it held at each moment of them (a reclamation's shrink counts from its instant, an undo
-gives the cards back from its own: :mod:`pools.reclamation.card_timeline`, as the import
-charges them; a slice allocation: its share of a card) × those hours, priced like the request
-at the reserved price in force at their start (or now, if started). Without it, two requests could each pass alone
-and together exceed the budget. Hours up to the import's end are the statements' (the import
-accrues them), so nothing is counted twice, and the hours between the last import and now are
-committed, so used + committed stays the same between hourly imports (it drifted down by the
+gives the cards back from its own: :mod:`pools.reclamation.card_timeline`, as the import charges
+them; a slice allocation: its share of a card) × those hours, priced like the request at the
+reserved price in force at their start (or now, if started). Without it, two requests could each
+pass alone and together exceed the budget. Hours up to the import's end are the statements' (the
+import accrues them), so nothing is counted twice, and the hours between the last import and now
+are committed, so used + committed stays the same between hourly imports (it drifted down by the
 hours since the last import when committed started at now). An allocation whose model has no
 reserved price adds its card-hours and no money, as a statement could not price it either.
 """
