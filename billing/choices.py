@@ -41,7 +41,7 @@ TOKEN_UNITS = (
 
 class ChargeBasis(models.TextChoices):
     """How a usage record is charged. The first three are the allocation's pricing methods;
-    ``included`` is GPU time used inside a reserved allocation's window and within its cards
+    ``included`` is GPU time used inside a reserved allocation's window and pool, within its cards
     (:mod:`billing.reserved_cover`), already paid by the reservation (kept for showback, never
     charged again)."""
 

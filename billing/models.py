@@ -151,7 +151,7 @@ class UsageRecord(models.Model):
     a record with an unusable interval (clock skew) is kept at 0 with ``flag`` set for review.
     ``basis`` is fixed at import: reserved (an allocation's wall time), used (GPU time outside
     what the team's reserved allocations cover), tokens, or included (GPU time a reserved
-    allocation covers: inside its window, within its cards; not charged).
+    allocation covers: inside its window and pool, within its cards; not charged).
     ``allocation`` names the allocation a record belongs to: a reserved or burst record's own,
     included usage's reservation, or used usage's allocation priced on use (charged, and
     inside that allocation's held time for the idle cost; both matched by

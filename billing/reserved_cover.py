@@ -1,17 +1,29 @@
 """Which of a team's card-seconds of one GPU model its allocations cover (pure).
 
-One rule for every usage import (Slurm jobs, :mod:`billing.services.usage_import`): a *use*
-(one job's cards of one GPU model over ``[start, end)``) is cut at the edges of the team's
-allocations of that model, and at each moment:
+One rule for every usage import (Slurm jobs, :mod:`billing.services.usage_import`; Kubernetes
+steps, :mod:`billing.services.prometheus_import`): a *use* (one job's cards of one GPU model
+over ``[start, end)``, or one node's cards of a namespace over one step) is cut at the edges of
+the team's allocations of that model **in the pool it ran in**, and at each moment:
 
 - the reserved allocations in force (each from its start taken to the whole second, as Slurm
   keeps whole seconds, until its end: the caller's :class:`Held`) cover at most their cards
   together: the uses in force are taken in order of precedence (``rank``: the job started
   first, then the smaller job id) and each is covered up to the cards its predecessors left,
-  from the first reservation to start (then the next); those card-seconds are ``included`` in
-  that reservation (not charged again);
+  from the first reservation of its own place to start (then the next), then from those of a
+  whole cluster; those card-seconds are ``included`` in that reservation (not charged again);
 - what a reservation does not cover is ``used`` (charged), naming the first allocation priced on
-  use in force then, if any (its held time is already the pool's allocated time), else none.
+  use in force then in its place, if any (its held time is already the pool's allocated time),
+  else none.
+
+*Its place* (``where``): an allocation covers a use when the allocation's ``where`` is the
+use's, or ``None`` (anywhere the caller passed it for). The imports pass only the allocations
+of the pools of the scheduler and cluster they read, so a reservation in one pool never covers
+usage in another pool or cluster: a Slurm job's ``where`` is its partition, an allocation's its
+pool's partition (``None`` for a pool without one: the whole cluster, as its account's cap);
+a Kubernetes use's is its namespace, an allocation's the namespace of its scheduler binding (the
+team's quota there). Each pool's usage comes from one import at any moment (a Slurm cluster's
+accounting; the one Prometheus that bills a Kubernetes cluster then), so no two imports share
+the same reserved cards.
 
 So a job that runs on past a reservation's end is charged for the time after it, one started
 just before a reservation begins is included from its start, and a team of 4 reserved cards
@@ -36,25 +48,33 @@ _MICROSECOND = timedelta(microseconds=1)
 @dataclass(frozen=True)
 class Use:
     """``cards`` (a MIG slice: its share of a card) over ``[start, end)``; ``rank`` orders
-    precedence (smaller first: covered first)."""
+    precedence (smaller first: covered first); ``where`` the place it ran in (a Slurm
+    partition, a Kubernetes namespace: see the module's rule)."""
 
     key: Hashable
     rank: tuple
     start: datetime
     end: datetime
     cards: Fraction
+    where: Hashable = None
 
 
 @dataclass(frozen=True)
 class Held:
     """An allocation in force over ``[start, end)`` holding ``cards`` (reserved; ``None``: no
     cap), or one priced on use (``cards`` unused: it covers nothing, usage in it is named by
-    it). The caller takes an allocation's start to the whole second."""
+    it); ``where``: the place of the uses it covers or names (``None``: any). The caller takes
+    an allocation's start to the whole second."""
 
     allocation_id: int
     start: datetime
     end: datetime
     cards: Fraction | None = None
+    where: Hashable = None
+
+    def serves(self, use: Use) -> bool:
+        """Whether this allocation covers (or names) ``use``: its place is the use's, or any."""
+        return self.where is None or self.where == use.where
 
 
 @dataclass
@@ -131,22 +151,27 @@ def cover_at(
 ) -> list[tuple[Hashable, PartKey, Fraction | int]]:
     """``(use key, part, cards)`` at the instant ``at`` of the ``active`` uses (those in force
     then): the reservations of ``reserved`` in force filled in order of the uses' precedence,
-    the rest used in the first of ``on_use`` in force, or in none. What :func:`cover` does at
-    each moment; a Kubernetes import calls it per step."""
-    free = [[h.allocation_id, h.cards] for h in reserved if _in_force(h, at)]
-    charged_in = next((h.allocation_id for h in on_use if _in_force(h, at)), None)
+    each use from those of its own place first, then those of any place; the rest used in the
+    first of ``on_use`` in force of its place (its own first), or in none. What :func:`cover`
+    does at each moment; a Kubernetes import calls it per step."""
+    free = [[h, h.cards] for h in reserved if _in_force(h, at)]
+    free.sort(key=lambda slot: slot[0].where is None)  # stable: precedence kept within each
+    charging = sorted((h for h in on_use if _in_force(h, at)), key=lambda h: h.where is None)
     parts = []
     for use in sorted(active, key=lambda u: u.rank):
         left = use.cards
         for slot in free:
             if not left:
                 break
+            if not slot[0].serves(use):
+                continue
             take = left if slot[1] is None else min(left, slot[1])
             if take > 0:
-                parts.append((use.key, (slot[0], True), take))
+                parts.append((use.key, (slot[0].allocation_id, True), take))
                 left -= take
                 if slot[1] is not None:
                     slot[1] -= take
         if left > 0:
+            charged_in = next((h.allocation_id for h in charging if h.serves(use)), None)
             parts.append((use.key, (charged_in, False), left))
     return parts

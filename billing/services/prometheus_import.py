@@ -16,7 +16,9 @@ environment's) and a span start when a cluster's Prometheus changed inside the d
 
 Kubernetes (``source="kubernetes"``), key ``k8s:<namespace>:<model slug>:<YYYY-MM-DD>:<where>``
 where ``where`` is ``alloc<id>`` for the card-seconds of the steps inside an allocation of the
-team and GPU model (matched per step by the Slurm import's rule, :mod:`billing.reserved_cover`:
+team and GPU model in a Kubernetes pool of the node's cluster whose namespace (its scheduler
+binding's, else ``team-<slug>``) is the series' — never one in another cluster's pool or a
+Slurm pool (matched per step by the Slurm import's rule, :mod:`billing.reserved_cover`:
 ``included`` in a reserved one, within its cards — the team's cards of the model at a step
 beyond them, on the nodes last in (cluster, namespace, node) name order, are not — and
 ``used`` — charged — in one priced on use) and ``used`` for the rest:
@@ -44,7 +46,10 @@ beyond them, on the nodes last in (cluster, namespace, node) name order, are not
   usage is reported (``unknown_gpu_model``) and not charged;
 - a day partly inside an allocation priced on use always has its ``used`` record, at 0 when
   nothing ran outside the allocation, so that a record imported before such allocations were
-  matched is corrected in place on a re-import (:func:`_k8s_used_kept`).
+  matched is corrected in place on a re-import (:func:`_k8s_used_kept`);
+- an ``alloc<id>`` record of a piece imported again that the rule no longer gives (the
+  allocation cancelled since, or another pool's, imported before pools were matched) is set
+  to 0 (:func:`_k8s_gone_parts`), as the Slurm import does.
 
 vLLM tokens (``source="prometheus-tokens"``), key
 ``vllm:<namespace>:<model_name>:<unit>:<YYYY-MM-DD>``:
@@ -293,6 +298,7 @@ def usage_import_kubernetes(
     )
     records = _k8s_records(totals, days, catalogue, teams)
     with transaction.atomic():
+        records += _k8s_gone_parts(records)
         usage_records_upsert(records, report, now)
         return usage_import_save(UsageSource.KUBERNETES, start, end, report)
 
@@ -328,7 +334,7 @@ def _k8s_totals(
     teams, models, catalogue = resolvers
     meter, meters = metering
     zone = billing_zone()
-    steps: dict[tuple[int, int, datetime], list[tuple]] = defaultdict(list)
+    steps: dict[tuple[ClusterKey, int, int, datetime], list[tuple]] = defaultdict(list)
     reported: set[tuple[str, str]] = set()
     for (namespace, node), points in sorted(cards.items()):
         cluster = meters.cluster_of_node(node, meter)
@@ -344,27 +350,37 @@ def _k8s_totals(
         rank = (str(cluster), namespace, node)
         for day, a, count, seconds in _k8s_step_pieces(billed, step_s, days, zone):
             span = fixed or meters.span_bounds(cluster, a)
-            steps[(team_id, model_id, a)].append((rank, (cluster, day, span), count * share,
-                                                  seconds))  # fmt: skip
+            steps[(cluster, team_id, model_id, a)].append((rank, (day, span), count * share,
+                                                           seconds))  # fmt: skip
     return _k8s_covered(steps, catalogue)
 
 
 def _k8s_covered(steps: dict[tuple, list[tuple]], catalogue: UsageCatalogue) -> dict:
-    """Totals as :func:`_k8s_totals` returns them from ``steps``: ``{(team, model, step piece
-    start): [(rank, (cluster, day, span), cards, seconds)]}``. At each step the team's
-    reservations of the model in force cover at most their cards (:func:`billing.
-    reserved_cover.cover_at`; the nodes first in ``rank``, (cluster, namespace, node) name
-    order, first), the rest is used in its allocation priced on use or none."""
-    held = catalogue.held({(team_id, model_id) for team_id, model_id, _ in steps})
+    """Totals as :func:`_k8s_totals` returns them from ``steps``: ``{(cluster, team, model,
+    step piece start): [(rank, (day, span), cards, seconds)]}``, ``rank`` ``(cluster,
+    namespace, node)``. At each step the team's reservations of the model in force in the
+    Kubernetes pools of that cluster cover at most their cards, each the usage in its namespace
+    (:func:`billing.reserved_cover.cover_at`; the nodes first in ``rank`` name order, first),
+    the rest is used in its allocation priced on use there or none."""
+    by_cluster: dict[ClusterKey, set[tuple[int, int]]] = defaultdict(set)
+    for cluster, team_id, model_id, _ in steps:
+        by_cluster[cluster].add((team_id, model_id))
+    held = {
+        (cluster, *pair): found
+        for cluster, pairs in by_cluster.items()
+        for pair, found in catalogue.held(
+            pairs, scheduler=Scheduler.KUBERNETES, cluster=cluster
+        ).items()
+    }
     totals: dict[tuple, _Total] = defaultdict(_Total)
-    for (team_id, model_id, a), entries in steps.items():
-        reserved, on_use = held[(team_id, model_id)]
+    for (cluster, team_id, model_id, a), entries in steps.items():
+        reserved, on_use = held[(cluster, team_id, model_id)]
         uses = [
-            Use(i, rank, a, a + timedelta(seconds=seconds), Fraction(cards))
+            Use(i, rank, a, a + timedelta(seconds=seconds), Fraction(cards), rank[1])
             for i, (rank, _, cards, seconds) in enumerate(entries)
         ]
         for i, (allocation_id, included), cards in cover_at(uses, reserved, on_use, a):
-            _, (cluster, day, span), _, seconds = entries[i]
+            _, (day, span), _, seconds = entries[i]
             basis = ChargeBasis.INCLUDED if included else ChargeBasis.USED
             card_seconds = Decimal(cards.numerator) / cards.denominator * seconds
             totals[(cluster, team_id, model_id, day, span, allocation_id, basis)].add(
@@ -381,7 +397,8 @@ def _k8s_used_kept(
     """Add to ``totals`` (at 0) the ``used`` total of each piece of a day (``bounds``: the
     day's ``(start, end)``, clipped to its span) with usage inside an allocation priced on use
     that is not in force all through the piece
-    (:meth:`~billing.services.usage_import.UsageCatalogue.on_use_throughout`).
+    (:meth:`~billing.services.usage_import.UsageCatalogue.on_use_throughout`, among the
+    cluster's Kubernetes pools).
 
     Before on-use allocations were matched, all of such a piece's usage outside reservations
     was its ``used`` record; the migration ``0017`` moved the records of pieces wholly inside
@@ -393,7 +410,12 @@ def _k8s_used_kept(
         if allocation_id is None or basis != ChargeBasis.USED:
             continue
         piece = _piece_bounds(*bounds[day], span)
-        if catalogue.on_use_throughout(team_id, model_id, *piece) is None:
+        if (
+            catalogue.on_use_throughout(
+                team_id, model_id, *piece, scheduler=Scheduler.KUBERNETES, cluster=cluster
+            )
+            is None
+        ):
             totals.setdefault((cluster, team_id, model_id, day, span, None, basis), _Total())
 
 
@@ -567,6 +589,33 @@ def _k8s_records(
             )
         )
     return records
+
+
+def _k8s_gone_parts(records: list[UsageRecord]) -> list[UsageRecord]:
+    """The stored ``…:alloc<id>`` records of the pieces ``records`` writes (a piece: the key
+    up to its last ``:``, cluster, namespace, model, day and span) that ``records`` no longer
+    has — the allocation was cancelled, its window moved off the steps, or, imported before
+    allocations were matched to their pool, it is another pool's — at 0, so their usage is not
+    counted beside the piece's new records (as the Slurm import's
+    :func:`~billing.services.usage_import._gone_parts`). A piece this import does not write
+    (another meter's, a day outside the window) is left alone. One query."""
+    if not records:
+        return []
+    written = {r.source_id for r in records}
+    pieces = {key.rpartition(":")[0] for key in written}
+    stale = []
+    for row in UsageRecord.objects.filter(
+        source=UsageSource.KUBERNETES,
+        team_id__in={r.team_id for r in records},
+        month__in={r.month for r in records},
+        source_id__contains=":alloc",
+        quantity__gt=0,
+    ).order_by("id"):
+        if row.source_id in written or row.source_id.rpartition(":")[0] not in pieces:
+            continue
+        row.pk, row.quantity = None, Decimal(0)
+        stale.append(row)
+    return stale
 
 
 # --------------------------------------------------------------------------- vLLM tokens

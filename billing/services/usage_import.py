@@ -28,7 +28,8 @@ from fractions import Fraction
 from typing import Any, Protocol
 
 from django.db import transaction
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
+from django.db.models.fields.json import KT
 from django.utils import timezone
 
 from billing.choices import ChargeBasis, UsageFlag, UsageSource, UsageUnit
@@ -48,12 +49,19 @@ from pools.capacity.arithmetic import clip
 from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation, overlap_q
 from pools.clusters.models import Cluster
-from pools.common.choices import CredentialKind, PricingMethod
+from pools.common.choices import CredentialKind, PricingMethod, Scheduler
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy
 from pools.elastic.selectors import burst_pool_timelines, held_timelines
 from pools.inventory.gpu_names import normalise_model_key
-from pools.inventory.models import Gpu, GpuModelAlias, Node, Pool, node_cluster_id
+from pools.inventory.models import (
+    Gpu,
+    GpuModelAlias,
+    Node,
+    Pool,
+    node_cluster_id,
+    pool_node_cluster_id,
+)
 from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
@@ -374,56 +382,62 @@ class UsageCatalogue:
     def _load_reservations(self) -> None:
         """Set ``reserved`` and ``on_use``: ``{(team id, GPU model id): [(starts, ends,
         allocation id)]}`` of the charged allocations of whole cards priced by reserved
-        card-hours and on use, in start order."""
+        card-hours and on use, in start order; and each one's :class:`Place`."""
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
         self.on_use: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
         windows = {PricingMethod.RESERVED: self.reserved, PricingMethod.USED: self.on_use}
         self._allocations: dict[int, Allocation] = {}
-        self._held: dict[tuple[int, int], tuple[list[Held], list[Held]]] = {}
+        self._places: dict[int, Place] = {}
+        self._held: dict[tuple, tuple[list[Held], list[Held]]] = {}
         # a reservation of whole cards covers jobs on whole cards (MIG jobs are charged as used)
-        for a in (
-            Allocation.objects.whole_cards()
-            .filter(pricing_method__in=list(windows), status__in=CHARGED_STATUSES)
-            .only(
-                "id",
-                "team_id",
-                "gpu_model_id",
-                "starts_at",
-                "ends_at",
-                "pricing_method",
-                "card_count",
-            )  # fmt: skip
-            .order_by("starts_at", "id")
-        ):
+        for a in _covering_allocations(list(windows)):
             windows[a.pricing_method][(a.team_id, a.gpu_model_id)].append(
                 (a.starts_at, a.ends_at, a.id)
             )
             self._allocations[a.id] = a
+            self._places[a.id] = Place.of(
+                a.place_scheduler,
+                a.place_cluster,
+                partition=a.place_partition,
+                namespace=a.place_namespace or f"team-{a.team_slug}",
+            )
 
-    def held(self, pairs: Iterable[tuple[int, int]]) -> dict[tuple[int, int], tuple]:
+    def held(
+        self, pairs: Iterable[tuple[int, int]], *, scheduler: str, cluster: int | None
+    ) -> dict[tuple[int, int], tuple]:
         """``{(team id, GPU model id): (reserved, on use)}`` for ``pairs``: the
-        :class:`~billing.reserved_cover.Held` of the team's allocations of that model
-        (:meth:`_load_reservations`' order), each from its start taken to the whole second; a
+        :class:`~billing.reserved_cover.Held` of the team's allocations of that model in the
+        pools of ``scheduler`` in ``cluster`` (:func:`node_cluster_id`'s key: ``None`` for the
+        environment's), each with its place's ``where`` (:class:`Place`), in
+        :meth:`_load_reservations`' order, each from its start taken to the whole second; a
         reservation's cards as it held them over time (reclamation,
-        :func:`pools.reclamation.card_timeline.card_pieces`). Loaded once per pair (one query
-        for the card changes of the pairs not loaded yet)."""
-        wanted = [p for p in set(pairs) if p not in self._held]
+        :func:`pools.reclamation.card_timeline.card_pieces`). Loaded once per pair and place
+        (one query for the card changes of the pairs not loaded yet)."""
+        scope = (scheduler, cluster)
+        wanted = [p for p in set(pairs) if (p, scope) not in self._held]
         ids = [i for p in wanted for _, _, i in self.reserved.get(p, ())]
         changes = card_changes(ids) if ids else {}
         for pair in wanted:
             reserved = []
             for _, _, allocation_id in self.reserved.get(pair, ()):
-                a = self._allocations[allocation_id]
+                place, a = self._places[allocation_id], self._allocations[allocation_id]
+                if place.scope != scope:
+                    continue
                 for piece in card_pieces(a, changes.get(allocation_id, ())):
                     start = piece.start
                     if start == a.starts_at:
                         start = start.replace(microsecond=0)
-                    reserved.append(Held(allocation_id, start, piece.end, Fraction(piece.cards)))
-            on_use = [Held(i, s.replace(microsecond=0), e) for s, e, i in self.on_use.get(pair, ())]
-            self._held[pair] = (reserved, on_use)
-        return {p: self._held[p] for p in pairs}
+                    reserved.append(Held(allocation_id, start, piece.end, Fraction(piece.cards),
+                                         place.where))  # fmt: skip
+            on_use = [
+                Held(i, s.replace(microsecond=0), e, where=self._places[i].where)
+                for s, e, i in self.on_use.get(pair, ())
+                if self._places[i].scope == scope
+            ]
+            self._held[(pair, scope)] = (reserved, on_use)
+        return {p: self._held[(p, scope)] for p in pairs}
 
     def gpu_model(self, gres_type: str | None, partition: str | None) -> int | None:
         """A typed GRES matches an alias exactly, else the one model of the partition's pool
@@ -441,14 +455,49 @@ class UsageCatalogue:
         return candidates.pop() if len(candidates) == 1 else None
 
     def on_use_throughout(
-        self, team_id: int, model_id: int, start: datetime, end: datetime
+        self,
+        team_id: int,
+        model_id: int,
+        start: datetime,
+        end: datetime,
+        *,
+        scheduler: str,
+        cluster: int | None,
     ) -> int | None:
-        """The team's allocation of ``model_id`` priced on use in force at every moment of
-        ``[start, end)``, or ``None``: the first to start of those in force at ``start``, its
-        start taken to the whole second, when it lasts until ``end``. Any earlier-started one
-        is over by ``start``, so this one is the first in force all along."""
-        window = _in_force(self.on_use.get((team_id, model_id), ()), start)
+        """The team's allocation of ``model_id`` priced on use in the pools of ``scheduler`` in
+        ``cluster`` (as :meth:`held`) in force at every moment of ``[start, end)``, or
+        ``None``: the first to start of those in force at ``start``, its start taken to the
+        whole second, when it lasts until ``end``. Any earlier-started one is over by
+        ``start``, so this one is the first in force all along."""
+        windows = [
+            w
+            for w in self.on_use.get((team_id, model_id), ())
+            if self._places[w[2]].scope == (scheduler, cluster)
+        ]
+        window = _in_force(windows, start)
         return window[2] if window is not None and end <= window[1] else None
+
+
+def _covering_allocations(methods: list[str]) -> QuerySet[Allocation]:
+    """The charged allocations of whole cards priced by ``methods``, in start order, with
+    the columns of their place (``place_scheduler``, ``place_cluster``: the pool's cluster
+    key, ``place_partition``, ``place_namespace``: the binding's, ``team_slug``) — read as
+    columns, not the pool, cluster and team rows."""
+    return (
+        Allocation.objects.whole_cards()
+        .filter(pricing_method__in=methods, status__in=CHARGED_STATUSES)
+        .only(
+            "id", "team_id", "gpu_model_id", "starts_at", "ends_at", "pricing_method", "card_count"
+        )  # fmt: skip
+        .annotate(
+            place_scheduler=F("pool__scheduler"),
+            place_cluster=pool_node_cluster_id("pool"),
+            place_partition=F("pool__slurm_partition"),
+            place_namespace=KT("scheduler_binding__namespace"),
+            team_slug=F("team__slug"),
+        )
+        .order_by("starts_at", "id")
+    )
 
 
 def _in_force(
@@ -461,6 +510,33 @@ def _in_force(
         if starts.replace(microsecond=0) <= at < ends:
             return window
     return None
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where an allocation's cards are, as the usage imports see usage: ``scheduler`` and
+    ``cluster`` (the pool's; ``None`` for the environment's, as :func:`node_cluster_id`) make
+    its ``scope``, the one import that reads its usage; ``where`` the place inside it (a Slurm
+    partition, ``None`` for a pool of a whole cluster; a Kubernetes namespace)."""
+
+    scheduler: str
+    cluster: int | None
+    where: str | None
+
+    @property
+    def scope(self) -> tuple[str, int | None]:
+        return self.scheduler, self.cluster
+
+    @classmethod
+    def of(cls, scheduler: str, cluster: int | None, *, partition: str, namespace: str) -> Place:
+        """The place of an allocation in a pool of ``scheduler`` in ``cluster``: a Slurm pool's
+        ``partition`` (its account's GrpTRES is on that partition; blank: on the account, the
+        whole cluster); a Kubernetes pool's ``namespace``, its scheduler binding's, else
+        ``team-<slug>`` (where the team's quota is applied,
+        :mod:`pools.capacity.services.scheduler_binding`)."""
+        if scheduler == Scheduler.KUBERNETES:
+            return cls(scheduler, cluster, namespace)
+        return cls(scheduler, cluster, partition or None)
 
 
 def _gpu_shares(job: JobRecord) -> list[tuple[str | None, str | None, Decimal]]:
@@ -498,7 +574,9 @@ def usage_import_slurm(
 
     Each run is metered over ``[start, end or now)`` (running jobs up to now), split at month
     starts, per GRES type: cards × seconds. Each month's piece is cut at the edges of the team's
-    allocations of that GPU model (:mod:`billing.reserved_cover`): its card-seconds inside a
+    allocations of that GPU model in the pool the job ran in — the Slurm pool of ``cluster``
+    with the job's partition, or one of the whole cluster (no partition) — never another
+    pool's or cluster's (:mod:`billing.reserved_cover`): its card-seconds inside a
     reserved allocation and within its cards are ``included`` (not charged again), keyed
     ``<piece key>:alloc<id>``; when the team's jobs of the model in force at a moment hold more
     cards than its reservations then, the jobs started last are beyond them (read from
@@ -507,8 +585,9 @@ def usage_import_slurm(
     allocation priced on use are ``used`` and name it (same key shape); the rest
     are ``used`` in none, under the piece's own key, written even at 0 so that a record
     imported under an earlier rule (the whole piece by its start) is corrected in place. A
-    ``…:alloc<id>`` record of a seen piece the rule no longer gives (the allocation cancelled)
-    is set to 0 (:func:`_gone_parts`).
+    ``…:alloc<id>`` record of a seen piece the rule no longer gives (the allocation cancelled;
+    imported before allocations were matched to their pool, one of another pool) is set to 0
+    (:func:`_gone_parts`).
     Problems (unknown account or GPU type, clock skew) are listed in the report; clock skew is
     also kept as a 0 record flagged for review. ``read_issues`` (lines of an accounting file
     that were rejected or noted while reading it) head the report's issues.
@@ -529,8 +608,9 @@ def usage_import_slurm(
         found, skew = _job_pieces(job, now, catalogue, zone, prefix, report)
         pieces += found
         records += skew
-    beside = _pieces_beside(scheduler, pieces, catalogue, (start, end, now, zone, prefix))
-    records += _piece_records(pieces, catalogue, report, beside)
+    key = node_cluster_id(cluster)
+    beside = _pieces_beside(scheduler, pieces, catalogue, (start, end, now, zone, prefix, key))
+    records += _piece_records(pieces, catalogue, report, beside, cluster=key)
     problem = accounting_gpu_tres_problem(jobs, catalogue.gpu_partitions)
     if problem is not None:
         report.issues.insert(0, problem)
@@ -545,7 +625,7 @@ class _Piece:
     """``cards`` of one GRES entry of one job run over one month's piece ``[start, end)``;
     ``key`` its record's source id (:func:`_job_key`), ``rank`` the job's precedence for a
     reservation's cards (:mod:`billing.reserved_cover`: started first, then the smaller job
-    id, then GRES key)."""
+    id, then GRES key); covered by the reservations of its job's partition."""
 
     job: JobRecord
     run_end: datetime
@@ -557,6 +637,12 @@ class _Piece:
     month: date
     start: datetime
     end: datetime
+
+    @property
+    def use(self) -> Use:
+        """This piece as :mod:`billing.reserved_cover` counts it, in its job's partition."""
+        return Use(self.key, self.rank, self.start, self.end, Fraction(self.cards),
+                   self.job.partition or None)  # fmt: skip
 
 
 def _job_pieces(
@@ -614,17 +700,19 @@ def _pieces_beside(
     reservation of their team and model was in force: those share its cards, the earlier
     started first, so a job's cover depends on every job in force with it
     (:mod:`billing.reserved_cover`), and a job seen in an hour's window may have run for days.
-    ``read``: ``(window start, window end, now, zone, key prefix)``.
+    ``read``: ``(window start, window end, now, zone, key prefix, cluster key)``.
 
     Read from accounting over the stretch of the pieces inside a reservation, for their teams'
     accounts only; nothing is read when that stretch lies inside the window (its jobs were
     read). Only the cover at the times of ``pieces`` is taken from them: their own records are
     written when an import's window reads them."""
-    start, end, now, zone, prefix = read
-    held = catalogue.held({(p.team_id, p.model_id) for p in pieces})
+    start, end, now, zone, prefix, cluster = read
+    held = catalogue.held({(p.team_id, p.model_id) for p in pieces}, scheduler=Scheduler.SLURM,
+                          cluster=cluster)  # fmt: skip
     capped = [
         p for p in pieces
-        if any(h.start < p.end and p.start < h.end for h in held[(p.team_id, p.model_id)][0])
+        if any(h.start < p.end and p.start < h.end and h.serves(p.use)
+               for h in held[(p.team_id, p.model_id)][0])
     ]  # fmt: skip
     if not capped:
         return []
@@ -643,33 +731,35 @@ def _pieces_beside(
 
 
 def _piece_records(
-    pieces: list[_Piece], catalogue: UsageCatalogue, report: ImportReport, beside=()
+    pieces: list[_Piece],
+    catalogue: UsageCatalogue,
+    report: ImportReport,
+    beside=(),
+    *,
+    cluster: int | None = None,
 ) -> list[UsageRecord]:
-    """The records of ``pieces``: each cut by its team's allocations of its GPU model and
-    covered within the reservations' cards (:func:`billing.reserved_cover.cover`, over the
-    pieces of the team and model that overlap one, with those ``beside`` them:
-    :func:`_pieces_beside`, not written); flags ambiguous wall times
-    (:func:`_flag_other_reading`)."""
+    """The records of ``pieces`` (jobs of the Slurm ``cluster``, :func:`node_cluster_id`'s
+    key): each cut by its team's allocations of its GPU model in the Slurm pools of that
+    cluster and covered within the reservations' cards in its partition
+    (:func:`billing.reserved_cover.cover`, over the pieces of the team and model that overlap
+    one, with those ``beside`` them: :func:`_pieces_beside`, not written); flags ambiguous wall
+    times (:func:`_flag_other_reading`)."""
     groups: dict[tuple[int, int], list[_Piece]] = defaultdict(list)
     for piece in pieces:
         groups[(piece.team_id, piece.model_id)].append(piece)
     others: dict[tuple[int, int], list[_Piece]] = defaultdict(list)
     for piece in beside:
         others[(piece.team_id, piece.model_id)].append(piece)
-    held = catalogue.held(groups)
+    held = catalogue.held(groups, scheduler=Scheduler.SLURM, cluster=cluster)
     records = []
     for pair, group in groups.items():
         reserved, on_use = held[pair]
         windows = [*reserved, *on_use]
         inside = [
             p for p in group + others.get(pair, [])
-            if any(h.start < p.end and p.start < h.end for h in windows)
+            if any(h.start < p.end and p.start < h.end and h.serves(p.use) for h in windows)
         ]  # fmt: skip
-        parts = cover(
-            [Use(p.key, p.rank, p.start, p.end, Fraction(p.cards)) for p in inside],
-            reserved,
-            on_use,
-        )
+        parts = cover([p.use for p in inside], reserved, on_use)
         for piece in group:
             for record in _part_records(piece, parts.get(piece.key)):
                 report.flagged += _flag_other_reading(record, piece.job, piece.run_end)

@@ -190,7 +190,8 @@ def test_an_unreachable_prometheus_is_its_clusters_error_and_the_others_are_impo
 
     settings.PROMETHEUS_URL = ""
     a, b = k8s_cluster("a", OWN_A), k8s_cluster("b", OWN_B)
-    now = datetime.now(UTC).replace(microsecond=0)
+    # An hour inside one day: an hour across midnight would be two daily records.
+    now = utc(2026, 10, 5, 12, 34, 56)
     hour_ago = now - timedelta(hours=1)
     t0 = hour_ago.replace(second=0)
     fakes = {

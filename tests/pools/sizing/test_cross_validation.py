@@ -569,3 +569,71 @@ def test_every_later_trtllm_row_names_a_preset_a_catalogue_gpu_and_its_group():
         slack = 0.005 * row["gpu_count"] + 1e-9
         assert row["output_tok_s_total"] == pytest.approx(per_gpu_times_cards, abs=slack), row["id"]
         assert row["attention_dp"] in (True, False, None), row["id"]
+
+
+def _scored(source, measured, *, version="1.0", error=None, **fields):
+    request = {
+        "model": "llama4_maverick",
+        "gpu": "h200_sxm",
+        "precision": "FP8",
+        "tp": 8,
+        "input_len": 20000,
+        "output_len": 2000,
+        "engine_version": version,
+        **fields,
+    }
+    return {
+        "request": request,
+        "profile": "tensorrt-llm-pytorch",
+        "source": source,
+        "measured": measured,
+        "error": error,
+        "load": "throughput",
+        "precision": "8-bit W8A8",
+        "generation": "Hopper",
+    }
+
+
+def test_publications_of_one_input_bound_the_error_any_single_prediction_can_reach():
+    cases = [
+        _scored("1.0 tables", 4106.0, version="1.0"),
+        _scored("0.20 tables", 1764.27, version="0.20.0"),
+        _scored("0.20 tables", 1764.27, version="0.20.0"),
+        _scored("1.0 tables", 9000.0, tp=4),  # another input, one publication only
+    ]
+
+    (cell,) = bench.publication_spread(cases)
+
+    assert cell["rows"] == 3
+    assert cell["values"] == {"1.0 tables": 4106.0, "0.20 tables": 1764.27}
+    # 4106 / 1764.27 - 1 = 1.3273; (4106 - 1764.27) / (4106 + 1764.27) = 2341.73 / 5870.27.
+    assert cell["spread"] == pytest.approx(132.73, abs=0.01)
+    assert cell["floor"] == pytest.approx(39.89, abs=0.01)
+    # The floor is reached at the harmonic mean, 2 x 4106 x 1764.27 / 5870.27 = 2468.06:
+    # 703.79 / 1764.27 and 1637.94 / 4106 are both 39.89 %.
+    best = 2 * 4106.0 * 1764.27 / (4106.0 + 1764.27)
+    assert best == pytest.approx(2468.06, abs=0.01)
+    assert (best - 1764.27) / 1764.27 * 100 == pytest.approx(cell["floor"])
+    assert (4106.0 - best) / 4106.0 * 100 == pytest.approx(cell["floor"])
+
+
+def test_an_input_resolving_to_another_engine_profile_is_another_cell():
+    old = _scored("a", 100.0)
+    other = {**_scored("b", 300.0), "profile": "tensorrt-llm"}
+
+    assert bench.publication_spread([old, other]) == []
+
+
+def test_the_layout_table_keeps_the_sign_of_the_errors():
+    cases = [
+        _scored("a", 1.0, error=+80.0, dp_attention=8),
+        _scored("a", 1.0, error=+120.0, dp_attention=8),
+        _scored("a", 1.0, error=-10.0),
+        _scored("a", 1.0, error=+30.0, tp=1),
+    ]
+
+    table = {key: rest for key, *rest in bench.layout_table(cases)}
+
+    assert table["tensorrt-llm-pytorch|8-bit W8A8|Hopper|attention DP"] == [2, 100.0, 100.0, 120.0]
+    assert table["tensorrt-llm-pytorch|8-bit W8A8|Hopper|TP"] == [1, -10.0, 10.0, 10.0]
+    assert table["tensorrt-llm-pytorch|8-bit W8A8|Hopper|1 card"] == [1, 30.0, 30.0, 30.0]
