@@ -541,6 +541,26 @@ def test_26_05_refuses_a_token_on_the_slurmdbd_side_as_if_it_were_down(replay, m
     assert len(replay.sent("GET", "/slurm/v0.0.42/diag")) == 2
 
 
+def test_a_token_probe_answer_that_cannot_be_read_leaves_the_first_answer_standing(
+    replay, make_adapter
+):
+    """slurmdbd answers a bare 7000 and slurmctld, asked whether it takes the token, answers
+    with an ``errors`` that is no list: the token is not taken as refused (nothing says so),
+    and the first answer is what the caller gets -- a scheduler error, not a TypeError."""
+    answers = Recorded("v0.0.42")
+    replay.on(
+        "GET", "/slurmdb/v0.0.42/associations", answers.answer("slurm-26.05_bad_token_dbd_tres")
+    )
+    replay.on("GET", "/slurm/v0.0.42/diag", (502, {"errors": 5, "warnings": []}))
+    adapter = make_adapter(api_version="v0.0.42")
+
+    with pytest.raises(SchedulerUnavailable) as caught:
+        adapter.get_gpu_limits("fx-team")
+
+    assert caught.value.error_numbers == (7000,)
+    assert adapter.issued_tokens == ["portal"]  # no token renewed on an unreadable probe
+
+
 def test_26_05_rejects_with_422_and_keeps_the_number(replay, make_adapter):
     replay.on("POST", "/slurm/v0.0.42/job/submit",
               Recorded("v0.0.42").answer("slurm-26.05_job_submit_bad_account"))  # fmt: skip
