@@ -176,6 +176,16 @@ def test_accounts_and_associations(recorded, dialect):
     assert dict(found["alice", "gpu"].grp_tres) == {}
 
 
+def test_an_association_whose_default_is_no_object_is_an_unexpected_response(recorded, dialect):
+    """The recorded associations with the first one's ``default`` a bare string (no
+    ``{"qos": ...}``): read as an answer of another shape, named, not an AttributeError."""
+    body = recorded.body("associations")
+    body["associations"][0]["default"] = "normal"
+
+    with pytest.raises(UnexpectedResponse, match=r"associations\[0\]\.default"):
+        dialect.read_associations(body)
+
+
 def test_running_and_pending_jobs(recorded, dialect):
     now = recorded.started() + timedelta(seconds=2)
     (running,) = dialect.read_controller_jobs(recorded.body("job_running"), now=now)
