@@ -268,6 +268,8 @@ def partition_gpus(
     result: dict[str, dict[str, int]] = {}
     for index, entry in enumerate(list_at(payload, "partitions", "partitions")):
         path = f"partitions[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
         name = str_at(entry, "name", f"{path}.name")
         tres = tres_string(partition_tres(entry.get("tres"), f"{path}.tres"), f"{path}.tres")
         result[name] = {

@@ -186,6 +186,16 @@ def test_an_association_whose_default_is_no_object_is_an_unexpected_response(rec
         dialect.read_associations(body)
 
 
+def test_a_partition_that_is_no_object_is_an_unexpected_response(recorded, dialect):
+    """``partitions`` holding a bare name where an object belongs: an answer of another shape,
+    named by its place, not an AttributeError."""
+    body = recorded.body("partitions")
+    body["partitions"].insert(0, "gpu")
+
+    with pytest.raises(UnexpectedResponse, match=r"partitions\[0\]"):
+        dialect.read_partition_gpus(body)
+
+
 def test_running_and_pending_jobs(recorded, dialect):
     now = recorded.started() + timedelta(seconds=2)
     (running,) = dialect.read_controller_jobs(recorded.body("job_running"), now=now)
