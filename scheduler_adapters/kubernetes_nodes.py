@@ -183,8 +183,12 @@ def _parse_node(raw: Any, path: str, issues: list[ParseIssue]) -> NodeSnapshot |
     labels = _labels(metadata.get("labels"), _at(path, "metadata.labels"), name, issues)
     status = raw.get("status") if isinstance(raw.get("status"), dict) else {}
     allocatable = status.get("allocatable")
-    if not isinstance(allocatable, dict):
-        allocatable = {}
+    # Resource names are strings; hand-written YAML may load an unquoted key as a number.
+    allocatable = (
+        {str(key): value for key, value in allocatable.items()}
+        if isinstance(allocatable, dict)
+        else {}
+    )
     spec = raw.get("spec") if isinstance(raw.get("spec"), dict) else {}
 
     context = _NodeContext(

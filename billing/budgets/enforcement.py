@@ -9,15 +9,17 @@ model has no reserved price, or no model is chosen yet — then only card-hours 
 A budget for one pool or GPU model applies only when the request names that pool / model.
 
 Consumption is what statements charge so far; on top of it the check counts what is already
-*committed*: the team's approved allocations priced by reserved card-hours (holding, or ended
-with hours not yet imported; in the budget's scope) from where the reservation import's records
-of each end (the latest ``period_end`` of its reservation usage records; its start when it has
-none) to the end of its window or the period, whichever comes first — cards (a slice
-allocation: its share of a card) × those hours, priced like the request at the reserved price
-in force at their start (or now, if started). Without it, two requests could each pass alone
-and together exceed the budget. Hours up to the import's end are the statements' (the import
-accrues them), so nothing is counted twice, and the hours between the last import and now are
-committed, so used + committed stays the same between hourly imports (it drifted down by the
+*committed*: the team's approved allocations priced by reserved card-hours (holding, or ended or
+reclaimed with hours not yet imported; in the budget's scope) from where the reservation
+import's records of each end (the latest ``period_end`` of its reservation usage records; its
+start when it has none) to the end of its window or the period, whichever comes first — the
+cards it held at each moment of them (a reclamation's shrink counts from its instant, an undo
+gives the cards back from its own: :mod:`pools.reclamation.card_timeline`, as the import charges
+them; a slice allocation: its share of a card) × those hours, priced like the request at the
+reserved price in force at their start (or now, if started). Without it, two requests could each
+pass alone and together exceed the budget. Hours up to the import's end are the statements' (the
+import accrues them), so nothing is counted twice, and the hours between the last import and now
+are committed, so used + committed stays the same between hourly imports (it drifted down by the
 hours since the last import when committed started at now). An allocation whose model has no
 reserved price adds its card-hours and no money, as a statement could not price it either.
 """
@@ -58,8 +60,10 @@ from pools.capacity.lifecycle import COMMITTED_STATUSES
 from pools.capacity.models import Allocation
 from pools.capacity.rows import RowReader
 from pools.capacity.slices import card_share
-from pools.common.choices import PricingMethod
+from pools.common.choices import IdleFindingState, PricingMethod
 from pools.inventory.models import GpuModel
+from pools.reclamation.card_timeline import CardPiece, card_changes, card_pieces
+from pools.reclamation.models import IdleFinding
 from pools.web.numbers import grouped
 
 
@@ -114,18 +118,35 @@ class _ReservedPrices:
         return None
 
 
-def _held(rows, start: datetime, end: datetime, now: datetime, prices) -> list[tuple]:
+def _card_seconds(pieces: list[CardPiece], start: datetime, end: datetime) -> int:
+    """Cards × whole seconds of each of ``pieces`` inside ``[start, end)``, summed: each
+    piece's seconds taken to the whole second apart (as :data:`_COMMITTED_SQL` does)."""
+    return sum(
+        piece.cards * whole_seconds(*span)
+        for piece in pieces
+        if (span := clip(piece.start, piece.end, start, end)) is not None
+    )
+
+
+def _held(rows, changes, start: datetime, end: datetime, now: datetime, prices) -> list[tuple]:
     """``(team, pool, GPU model, card-hours, reserved price or None)`` of each allocation row
-    that holds cards in ``[start, end)`` after its imported usage's end: cards (a slice
-    allocation: its share of a card) × the whole seconds held there / 3,600 s, an exact
-    :class:`~fractions.Fraction`, priced at the reserved price in force at its start, or now
-    if started."""
+    that holds cards in ``[start, end)`` after its imported usage's end: the cards it held at
+    each moment (``changes``: :func:`pools.reclamation.card_timeline.card_changes` by id, a
+    reclamation's shrink, end or undo; :func:`~pools.reclamation.card_timeline.card_pieces`)
+    × the whole seconds held there / 3,600 s (a slice allocation: × its share of a card), an
+    exact :class:`~fractions.Fraction`, priced at the reserved price in force at its start, or
+    now if started."""
     held_rows = []
-    for team_id, pool_id, model_id, model_slug, cards, profile, starts, ends, imported in rows:
-        span = clip(max(starts, imported or starts), ends, start, end)
-        if span is None or not (seconds := whole_seconds(*span)):
+    for row in rows:
+        pk, team_id, pool_id, model_id, model_slug, cards, profile, starts, ends, imported = row
+        window = clip(max(starts, imported or starts), ends, start, end)
+        if window is None:
             continue
-        held = Fraction(cards * seconds, 3600) * card_share(profile, model_key=model_slug)
+        allocation = Allocation(starts_at=starts, ends_at=ends, card_count=cards)
+        seconds = _card_seconds(card_pieces(allocation, changes.get(pk, ())), *window)
+        if not seconds:
+            continue
+        held = Fraction(seconds, 3600) * card_share(profile, model_key=model_slug)
         price = prices.at(model_id, max(starts, now)) if prices is not None else None
         held_rows.append((team_id, pool_id, model_id, held, price))
     return held_rows
@@ -190,8 +211,9 @@ def _imported_to():
 def _committed_rows(
     team_ids, entries, now: datetime, prices: _ReservedPrices | None, members
 ) -> dict[int, tuple[Decimal, Decimal]]:
-    """:func:`_committed` by reading the allocation rows (one query) and summing in Python;
-    each allocation priced once per distinct period, not once per budget."""
+    """:func:`_committed` by reading the allocation rows and their reclamations' card changes
+    (two queries) and summing in Python; each allocation priced once per distinct period, not
+    once per budget."""
     windows_of = [_window(status) for _, _, status in entries]
     teams = set(team_ids).union(*members.values())
     rows = list(
@@ -199,14 +221,15 @@ def _committed_rows(
         .overlapping(min(lo for lo, _ in windows_of), max(hi for _, hi in windows_of))
         .filter(team_id__in=teams, pricing_method=PricingMethod.RESERVED)
         .annotate(imported_to=_imported_to())
-        .values_list("team_id", "pool_id", "gpu_model_id", "gpu_model__slug", "card_count",
-                     "mig_profile", "starts_at", "ends_at", "imported_to")
+        .values_list("pk", "team_id", "pool_id", "gpu_model_id", "gpu_model__slug",
+                     "card_count", "mig_profile", "starts_at", "ends_at", "imported_to")
     )  # fmt: skip
+    changes = card_changes(row[0] for row in rows) if rows else {}
     windows: dict[tuple[datetime, datetime], list[tuple]] = {}
     result = {}
     for (key, budget, _), window in zip(entries, windows_of, strict=True):
         if window not in windows:
-            windows[window] = _held(rows, *window, now, prices)
+            windows[window] = _held(rows, changes, *window, now, prices)
         places = minor_unit(budget.currency)
         hours, units = Fraction(0), 0
         owners = _owners(budget, members)
@@ -235,13 +258,20 @@ _COMMITTING = ", ".join(f"'{status}'" for status in sorted(map(str, COMMITTED_ST
 # budgets (``b``: the period, scope, minor unit; money NULL when not counted),
 # their owner teams (``o``), the reserved card-hour prices in force over the windows (``p``:
 # rate periods × models, from the rate card as the statements read it) and the team's
-# holding (or ended) reserved allocations overlapping them (``a``), each counted from where its
-# reservation usage records end (``from_at``: the latest ``period_end``, else its start).
-# Whole cards are summed here, money rounded half-up per allocation in the currency's minor
-# units (``div`` truncates an exact ``numeric`` quotient: floor((2·s·price·10^places +
+# holding (or ended, or reclaimed) reserved allocations overlapping them (``a``), each counted
+# from where its reservation usage records end (``from_at``: the latest ``period_end``, else
+# its start) with the cards it held at each moment: the card changes its reclamations made
+# (``c``: pools.reclamation.card_timeline.card_changes -- a shrink or an end at
+# ``reclaimed_at``, an undo back at ``closed_at`` -- each clamped to its window) cut it into
+# pieces (``q``: card_pieces -- before the first change its ``before``, after each its
+# ``after``; without one ``card_count`` throughout), each piece's seconds taken to the whole
+# second. Whole cards are summed here, money rounded half-up per allocation in the currency's
+# minor units (``div`` truncates an exact ``numeric`` quotient: floor((2·s·price·10^places +
 # 3,600) / 7,200) is s card-seconds at price per card-hour rounded half-up); an allocation of
 # MIG slices comes back as a row of its own (``id`` not NULL), for
 # :func:`pools.capacity.slices.card_share` to weigh in Python.
+_FINDINGS = IdleFinding._meta.db_table
+_CHANGED = f"'{IdleFindingState.RECLAIMED.value}', '{IdleFindingState.UNDONE.value}'"
 _COMMITTED_SQL = f"""
 WITH b AS (
   SELECT * FROM unnest(%(ids)s::int[], %(los)s::timestamptz[], %(his)s::timestamptz[],
@@ -254,7 +284,7 @@ WITH b AS (
                        %(price_models)s::int[], %(prices)s::numeric[])
              AS p(lo, hi, model_id, price)
 ), a AS MATERIALIZED (
-  SELECT a.id, a.team_id, a.pool_id, a.gpu_model_id, a.card_count, a.mig_profile,
+  SELECT a.id, a.team_id, a.pool_id, a.gpu_model_id, a.card_count, a.mig_profile, a.starts_at,
          GREATEST(a.starts_at, (
            SELECT MAX(r.period_end) FROM {UsageRecord._meta.db_table} r
             WHERE r.allocation_id = a.id AND r.source = '{UsageSource.RESERVATION.value}'
@@ -263,21 +293,49 @@ WITH b AS (
     FROM {Allocation._meta.db_table} a
    WHERE a.team_id = ANY(%(teams)s) AND a.pricing_method = '{PricingMethod.RESERVED.value}'
      AND a.status IN ({_COMMITTING}) AND a.starts_at < %(end)s AND a.ends_at > %(start)s
+), c AS (
+  SELECT c.allocation_id, LEAST(GREATEST(c.at, a.starts_at), a.ends_at) AS at, c.after,
+         c.before, row_number() OVER (PARTITION BY c.allocation_id
+                                      ORDER BY c.at, c.before, c.after) AS n
+    FROM (
+      SELECT f.allocation_id, f.reclaimed_at AS at, f.card_count AS before,
+             f.cards_in_use AS after
+        FROM {_FINDINGS} f
+       WHERE f.state IN ({_CHANGED}) AND f.reclaimed_at IS NOT NULL
+      UNION ALL
+      SELECT f.allocation_id, f.closed_at, f.cards_in_use, f.card_count
+        FROM {_FINDINGS} f
+       WHERE f.state = '{IdleFindingState.UNDONE.value}' AND f.reclaimed_at IS NOT NULL
+         AND f.closed_at IS NOT NULL
+    ) c
+    JOIN a ON a.id = c.allocation_id
+), q AS (
+  SELECT a.id, a.starts_at AS lo, COALESCE(c.at, a.ends_at) AS hi,
+         COALESCE(c.before, a.card_count) AS cards
+    FROM a LEFT JOIN c ON c.allocation_id = a.id AND c.n = 1
+  UNION ALL
+  SELECT c.allocation_id, c.at,
+         COALESCE(LEAD(c.at) OVER (PARTITION BY c.allocation_id ORDER BY c.n), a.ends_at),
+         c.after
+    FROM c JOIN a ON a.id = c.allocation_id
 ), h AS (
-  SELECT b.id AS budget_id, b.scale, a.id, a.gpu_model_id, a.card_count, a.mig_profile,
-         a.priced_at,
-         floor(extract(epoch FROM LEAST(a.ends_at, b.hi))
-               - extract(epoch FROM GREATEST(a.from_at, b.lo)))::bigint AS seconds
+  SELECT b.id AS budget_id, b.scale, a.id, a.gpu_model_id, a.mig_profile, a.priced_at,
+         SUM(q.cards::bigint
+             * floor(extract(epoch FROM LEAST(q.hi, b.hi))
+                     - extract(epoch FROM GREATEST(q.lo, a.from_at, b.lo)))::bigint
+         ) AS card_seconds
     FROM b
     JOIN o ON o.budget_id = b.id
     JOIN a ON a.team_id = o.team_id AND a.from_at < b.hi AND a.ends_at > b.lo
           AND a.from_at < a.ends_at
+    JOIN q ON q.id = a.id AND GREATEST(q.lo, a.from_at, b.lo) < LEAST(q.hi, b.hi)
    WHERE (b.pool_id IS NULL OR a.pool_id = b.pool_id)
      AND (b.model_id IS NULL OR a.gpu_model_id = b.model_id)
+   GROUP BY b.id, b.scale, a.id, a.gpu_model_id, a.mig_profile, a.priced_at
 )
 SELECT h.budget_id, CASE WHEN h.mig_profile = '' THEN NULL ELSE h.id END,
-       SUM(h.card_count::numeric * h.seconds),
-       SUM(div(2 * h.card_count * h.seconds * p.price * h.scale + 3600, 7200)),
+       SUM(h.card_seconds),
+       SUM(div(2 * h.card_seconds * p.price * h.scale + 3600, 7200)),
        MIN(h.mig_profile), MIN(m.slug), MIN(p.price)
   FROM h
   JOIN {GpuModel._meta.db_table} m ON m.id = h.gpu_model_id

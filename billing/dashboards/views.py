@@ -31,6 +31,8 @@ from billing.dashboards import costs
 from billing.dashboards import serving as serving_dash
 from billing.pricing import local_midnight, month_of, next_month, previous_month, round_money
 from billing.rate_periods import RatePeriod, rate_periods_or_unpriced
+from pools.capacity.availability import MAINTENANCE_AWAY, RECURRING_HELD
+from pools.capacity.views import BLOCKED_COLOURS
 from pools.clusters.selectors import cluster_list
 from pools.common.choices import IdleFindingState, Scheduler
 from pools.dashboards import capacity as dashboard
@@ -104,13 +106,16 @@ PLAN_COLUMNS = [
     Column("pool", lambda r: r[0]),
     Column("gpu_model", lambda r: r[1]),
     Column("day", lambda r: r[2]),
-    # each day at its busiest instant (pools.dashboards.capacity.allocation_plan), of the
-    # allocations and of the pending requests apart
+    # each local day at its busiest instant (pools.dashboards.capacity.allocation_plan), of
+    # the cards held (allocations, recurring reservations, maintenance: the timeline's count)
+    # and of the pending requests apart; the held cards split by kind at that instant
     Column("allocated_cards_at_peak", lambda r: r[3]),
-    Column("allocated_peak_at", lambda r: r[4].isoformat()),
+    Column("allocated_peak_at", lambda r: timezone.localtime(r[4]).isoformat()),
     Column("pending_cards_at_peak", lambda r: r[5]),
-    Column("pending_peak_at", lambda r: r[6].isoformat()),
+    Column("pending_peak_at", lambda r: timezone.localtime(r[6]).isoformat()),
     Column("usable_cards", lambda r: r[7]),
+    Column("recurring_cards_at_peak", lambda r: r[8]),
+    Column("maintenance_cards_at_peak", lambda r: r[9]),
 ]
 FORECAST_COLUMNS = [
     Column("pool", lambda f: f.pool_slug),
@@ -225,22 +230,33 @@ def _capacity_table(rows: list[dashboard.CapacityRow]) -> list[dict]:
 
 
 def _plan_chart(plan, rows, days) -> dict:
-    """Held and pending cards per day summed over the shown pool × models (each pair's
+    """Held and pending cards per local day summed over the shown pool × models (each pair's
     busiest instant of the day, :func:`pools.dashboards.capacity.allocation_plan`: the cards
-    the pairs shown hold at their busiest, which need not be one instant), and usable cards."""
+    the pairs shown hold at their busiest, which need not be one instant), the held ones split
+    into allocations, recurring reservations and maintenance (the last two only when some day
+    has them), and usable cards."""
     shown = {(r.pool_slug, r.gpu_model_slug) for r in rows}
-    held, pending = [0] * len(days), [0] * len(days)
+    sums = {name: [0] * len(days) for name in ("allocated", "recurring", "maintenance", "pending")}
     for key, series in plan.items():
         if key in shown:
-            held = [a + b for a, b in zip(held, series.held, strict=True)]
-            pending = [a + b for a, b in zip(pending, series.pending, strict=True)]
+            for name, total in sums.items():
+                sums[name] = [a + b for a, b in zip(total, getattr(series, name), strict=True)]
     usable = sum(r.usable for r in rows if r.recognised)
+    held = [
+        (label, sums[name], colour)
+        for name, label, colour in (
+            ("allocated", "allocated (approved and later)", PALETTE[0]),
+            ("recurring", "recurring reservations", BLOCKED_COLOURS[RECURRING_HELD]),
+            ("maintenance", "maintenance", BLOCKED_COLOURS[MAINTENANCE_AWAY]),
+        )
+        if name == "allocated" or any(sums[name])
+    ]
     return {
         "labels": [d.strftime("%d %b") for d in days],
         "datasets": [
-            {"type": "bar", "label": "allocated (approved and later)", "data": held,
-             "stack": "demand", "backgroundColor": PALETTE[0], "pointStyle": "rect"},
-            {"type": "bar", "label": "pending (submitted)", "data": pending,
+            *({"type": "bar", "label": label, "data": data, "stack": "demand",
+               "backgroundColor": colour, "pointStyle": "rect"} for label, data, colour in held),
+            {"type": "bar", "label": "pending (submitted)", "data": sums["pending"],
              "stack": "demand", "backgroundColor": PALETTE[1], "pointStyle": "rect"},
             # pointStyle "line": the legend draws the dashed line's swatch as a line
             {"type": "line", "label": "usable cards", "data": [usable] * len(days),
@@ -401,12 +417,15 @@ def _load_board(filters, now, export) -> _Board:
 
 
 def _plan_lines(board: _Board):
-    """PLAN_COLUMNS rows: per placed pool × model and day, the most cards held at once and
-    when (the first instant), the same of the pending requests, and the usable cards."""
+    """PLAN_COLUMNS rows: per placed pool × model and local day, the allocations' cards at the
+    day's busiest instant of held cards and that instant (the first), the same of the pending
+    requests, the usable cards, and the cards recurring reservations hold and maintenance
+    windows take away at the held cards' instant."""
     return (
-        (pool, model, d.date().isoformat(), s.held[i], s.held_at[i], s.pending[i],
-         s.pending_at[i], board.usable.get((pool, model)))
+        (pool, model, d.date().isoformat(), allocated[i], s.held_at[i], s.pending[i],
+         s.pending_at[i], board.usable.get((pool, model)), s.recurring[i], s.maintenance[i])
         for (pool, model), s in sorted(board.plan.items()) if pool
+        for allocated in [s.allocated]
         for i, d in enumerate(board.days)
     )  # fmt: skip
 
@@ -492,6 +511,7 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
         "borrowed_by_pool": borrowed,
         "chart": _plan_chart(board.plan, board.rows, board.days),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
+        "plan_zone": timezone.get_current_timezone_name(),  # the plan's days are local days
         "forecasts": board.forecasts,
         "stranded": board.stranded,
         "stranded_at": board.stranded_at,

@@ -538,21 +538,29 @@ MAINTENANCE_AWAY = "maintenance"
 
 
 def blocked_intervals(
-    *, start: datetime, end: datetime
+    *, start: datetime, end: datetime, team: str | None = None
 ) -> dict[tuple[int, int], dict[str, list[tuple[datetime, datetime, int]]]]:
     """By ``(pool id, model id)`` and kind: ``(starts_at, ends_at, cards)`` of the occurrences
     of active recurring reservations (:data:`RECURRING_HELD`) and of the planned maintenance
     windows (:data:`MAINTENANCE_AWAY`:
     :func:`pools.capacity.window.maintenance_intervals_by_pool_model`) overlapping
     ``[start, end)``: what the approval counts besides allocations (:class:`CapacitySnapshot`,
-    :func:`holding_intervals`). Two queries."""
+    :func:`holding_intervals`). Two queries.
+
+    ``team`` (a slug): what that team holds besides its allocations, its own reservations'
+    occurrences alone and no maintenance (a window is no team's); one query."""
     intervals: dict[tuple[int, int], dict[str, list]] = {}
-    for reservation in RecurringReservation.objects.overlapping_dates(start, end):
+    reservations = RecurringReservation.objects.overlapping_dates(start, end)
+    if team is not None:
+        reservations = reservations.filter(team__slug=team)
+    for reservation in reservations:
         key = (reservation.pool_id, reservation.gpu_model_id)
         held = intervals.setdefault(key, {}).setdefault(RECURRING_HELD, [])
         held += [
             (a, b, reservation.card_count) for a, b in occurrences(reservation.rule, start, end)
         ]
+    if team is not None:
+        return intervals
     for key, away in maintenance_intervals_by_pool_model(start, end).items():
         intervals.setdefault(key, {}).setdefault(MAINTENANCE_AWAY, []).extend(away)
     return intervals
@@ -603,7 +611,10 @@ def peaks_by_pool_model(
     have ``pool``, ``gpu_model``, ``starts_at``, ``ends_at`` and ``card_count`` (allocations
     narrowed to a team, or submitted requests: the admin dashboard's plan,
     :func:`pools.dashboards.capacity.allocation_plan`); only those overlapping the span are
-    read. The peaks are then of those rows (and ``blocked``), not the approval's."""
+    read. The peaks are then of those rows (and ``blocked``), not the approval's.
+
+    Each instant is given in ``bounds[0]``'s zone (the local days of the timeline and the plan
+    are local midnights: their busiest instants read in the same zone)."""
     if rows is None:
         rows = Allocation.objects.holding().whole_cards()
     # swept in Unix seconds; each instant found turned back into the datetime it came from
@@ -619,9 +630,10 @@ def peaks_by_pool_model(
                 named.setdefault(e.timestamp(), e)
                 by_key[key].append((s.timestamp(), e.timestamp(), n))
     seconds = [b.timestamp() for b in bounds]
+    zone = bounds[0].tzinfo or UTC
     return {
         key: [
-            (peak, named.get(at) or datetime.fromtimestamp(at, UTC))
+            (peak, (named.get(at) or datetime.fromtimestamp(at, UTC)).astimezone(zone))
             for peak, at in peaks_per_span(spans, seconds)
         ]
         for key, spans in by_key.items()

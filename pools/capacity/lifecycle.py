@@ -23,9 +23,10 @@ RAN_STATUSES = (S.ACTIVE, S.EXPIRING, S.ENDED, S.RECLAIMED)
 # released allocation has its ends_at moved to the release time.
 CHARGED_STATUSES = (S.APPROVED, S.PROVISIONING, S.ACTIVE, S.EXPIRING, S.ENDED, S.RECLAIMED)
 # What a budget counts as committed (billing.budgets.enforcement): the holding ones' hours not
-# yet accrued by the reservation import, and an ended one's last hours before the import
-# reaches its end (so the figure does not drop when the lifecycle ends it between imports).
-COMMITTED_STATUSES = (*HOLDING_STATUSES, S.ENDED)
+# yet accrued by the reservation import, and an ended or reclaimed one's last hours before the
+# import reaches its end (so the figure does not drop when the lifecycle or the idle scan ends
+# it between imports): every status the import charges.
+COMMITTED_STATUSES = (*HOLDING_STATUSES, S.ENDED, S.RECLAIMED)
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.APPROVED: frozenset({S.PROVISIONING, S.CANCELLED, S.ENDED}),

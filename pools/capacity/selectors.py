@@ -267,7 +267,7 @@ def timeline_holdings(
 
 
 def timeline_peaks(
-    *, bounds: list, blocked: dict
+    *, bounds: list, blocked: dict, rows: QuerySet | None = None, scope: str = ""
 ) -> dict[tuple[int, int], list[tuple[int, datetime]]]:
     """:func:`pools.capacity.availability.peaks_by_pool_model` of ``bounds`` and ``blocked``
     (:func:`pools.capacity.availability.blocked_intervals` of the same span), kept in the shared
@@ -277,18 +277,22 @@ def timeline_peaks(
     reading the window's ~37,000 allocations' intervals and sweeping them cost ~380 ms of CPU
     a page (the noon-sampled timeline's whole page: ~43 ms); kept, the page costs ~51 ms
     (``benchmarks/fleet.py``, in turn on a loaded machine). Inside a transaction read afresh
-    and not kept."""
+    and not kept.
+
+    ``rows``: the allocations to count instead of every holding whole-card one (the admin
+    dashboard's plan narrowed to a pool, model or team), named by ``scope`` in the key (empty
+    only for the default rows: the timeline and the unfiltered plan share one entry)."""
     spans = sorted(
-        (key, kind, tuple(sorted(rows))) for key, kinds in blocked.items()
-        for kind, rows in kinds.items()
+        (key, kind, tuple(sorted(intervals))) for key, kinds in blocked.items()
+        for kind, intervals in kinds.items()
     )  # fmt: skip
     digest = hashlib.sha256(
-        "|".join([*(b.isoformat() for b in bounds), repr(spans)]).encode()
+        "|".join([*(b.isoformat() for b in bounds), repr(spans), scope]).encode()
     ).hexdigest()
     key = f"capacity:timeline-peaks:{allocations_generation()}:{digest}"
     return cached(
         key,
-        lambda: peaks_by_pool_model(bounds=bounds, blocked=blocked),
+        lambda: peaks_by_pool_model(bounds=bounds, blocked=blocked, rows=rows),
         TIMELINE_CACHE_S,
         fits=lambda found: isinstance(found, dict),
     )

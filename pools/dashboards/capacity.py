@@ -24,10 +24,16 @@ from django.db.models import (
     Window,
 )
 from django.db.models.functions import Coalesce
+from django.utils import timezone
 
 from pools.capacity.arithmetic import usable_cards
-from pools.capacity.availability import peaks_by_pool_model
-from pools.capacity.generation import allocations_generation
+from pools.capacity.availability import (
+    MAINTENANCE_AWAY,
+    RECURRING_HELD,
+    blocked_cards_at,
+    blocked_intervals,
+    peaks_by_pool_model,
+)
 from pools.capacity.models import (
     Allocation,
     CapacityRequest,
@@ -36,9 +42,8 @@ from pools.capacity.models import (
     overlap_q,
 )
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
-from pools.capacity.selectors import InstantsBefore, unrepaired_drifts
+from pools.capacity.selectors import InstantsBefore, timeline_peaks, unrepaired_drifts
 from pools.common.choices import NodeState, RequestStatus
-from pools.common.generation import cached
 from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
 from pools.inventory.models import (
     DriverGroup,
@@ -129,8 +134,10 @@ class CapacityRow:
     """One pool × GPU model: its cards by driver group and what allocations hold now.
 
     ``usable`` is schedulable × the pool's over-commit ratio (floored); ``free`` is usable minus
-    ``allocated``. Allocations name a pool and a model, not a driver group, so held cards are known
-    per pool × model only (``None`` on driver-group lines). ``in_use`` is ``None`` until metrics
+    ``allocated`` and minus ``blocked_now``, the cards recurring reservations hold and planned
+    maintenance windows take away now (as the approval counts them). Allocations name a pool
+    and a model, not a driver group, so held cards are known per pool × model only (``None``
+    on driver-group lines). ``in_use`` is ``None`` until metrics
     are read (:func:`pools.dashboards.utilisation.utilisation_now`), and stays so without them.
     """
 
@@ -145,6 +152,7 @@ class CapacityRow:
     idle_allocated: int | None = None
     peak_held: int = 0
     peak_pending: int = 0
+    blocked_now: int = 0
     in_use: CardsInUse | None = None
     mig_slices: dict[str, int] = field(default_factory=dict)  # schedulable slices by profile
 
@@ -171,7 +179,7 @@ class CapacityRow:
 
     @property
     def free(self) -> int:
-        return max(0, self.usable - self.allocated)
+        return max(0, self.usable - self.allocated - self.blocked_now)
 
     @property
     def headroom(self) -> Headroom:
@@ -199,7 +207,7 @@ def headroom_flag(*, usable: int, held: int, pending: int) -> Headroom:
             f"No cards held or asked for in the next {WEEKS_AHEAD} weeks.",
             "no demand",
         )
-    demand = f"peak {peak} cards ({held} allocated + {pending} pending) against {usable} usable"
+    demand = f"peak {peak} cards ({held} held + {pending} pending) against {usable} usable"
     if usable < PEAK_SHARE * peak:
         return Headroom(
             "short",
@@ -352,6 +360,7 @@ def capacity_rows(
                 recognised=True,
             )
         row.allocated = series.held_now
+        row.blocked_now = series.blocked_now
         row.peak_held = max(series.held, default=0)
         row.peak_pending = (
             max((h + p for h, p in zip(series.held, series.pending, strict=True)), default=0)
@@ -384,13 +393,17 @@ def idle_allocated_cards(*, team: str | None = None) -> dict[tuple[str, str], in
 
 @dataclass
 class PlanSeries:
-    """One pool × model over the next 8 weeks, a day a list item (UTC days, from
-    :func:`plan_days`): ``held``, the most cards of holding whole-card allocations held at any
-    instant of the day, and ``held_at`` the first instant they are (the day's start when none
-    is held); ``pending`` and ``pending_at`` the same of the submitted requests, at their own
-    busiest instant; ``held_now`` the cards held at the dashboard's ``now``;
-    ``unplaced_pending`` the cards of submitted requests that name no pool or model (only on
-    the key ``("", "")``)."""
+    """One pool × model over the next 8 weeks, a day a list item (the local days of
+    :func:`plan_days`): ``held``, the most cards held at any instant of the day -- by holding
+    whole-card allocations, occurrences of recurring reservations and planned maintenance
+    windows, as the approval and the timeline count them -- and ``held_at`` the first instant
+    they are (the day's start when none is held); ``recurring`` and ``maintenance``, of those
+    ``held``, the cards recurring reservations hold and maintenance windows take away at
+    ``held_at`` (the rest are allocations'); ``pending`` and ``pending_at`` the same of the
+    submitted requests, at their own busiest instant; ``held_now`` the cards allocations hold
+    at the dashboard's ``now`` and ``blocked_now`` those reservations and maintenance hold
+    then; ``unplaced_pending`` the cards of submitted requests that name no pool or model
+    (only on the key ``("", "")``)."""
 
     pool: str
     gpu_model: str
@@ -400,6 +413,16 @@ class PlanSeries:
     pending_at: list[datetime] = field(default_factory=list)
     held_now: int = 0
     unplaced_pending: int = 0
+    recurring: list[int] = field(default_factory=list)
+    maintenance: list[int] = field(default_factory=list)
+    blocked_now: int = 0
+
+    @property
+    def allocated(self) -> list[int]:
+        """Cards of allocations at each day's ``held_at``: ``held`` less reservations and
+        maintenance."""
+        return [h - r - m for h, r, m in zip(self.held, self.recurring, self.maintenance,
+                                             strict=True)]  # fmt: skip
 
 
 def _filtered(qs, filters: DashboardFilters):
@@ -414,58 +437,93 @@ def _filtered(qs, filters: DashboardFilters):
 
 
 def plan_days(now: datetime) -> list[datetime]:
-    """The plan's 56 days (:data:`WEEKS_AHEAD` weeks): the starts of ``now``'s day and the 55
-    after it, midnight in ``now``'s zone (the dashboard's: UTC)."""
-    start = now.replace(hour=0, minute=0, second=0, microsecond=0)
+    """The plan's 56 days (:data:`WEEKS_AHEAD` weeks): the local midnight of ``now``'s day in
+    the portal's zone (``TIME_ZONE``: the portal has no zone per user) and the 55 after it,
+    each a calendar day later (23 or 25 hours over a change of summer time): the days of
+    ``/timeline/``."""
+    start = timezone.localtime(now).replace(hour=0, minute=0, second=0, microsecond=0)
     return [start + timedelta(days=i) for i in range(WEEKS_AHEAD * 7)]
 
 
-PLAN_CACHE_S = 15 * 60
-"""How long the plan's held cards per day are kept at most, whatever the generation says (a
-writer that forgot :func:`pools.capacity.generation.allocations_changed` is late by this)."""
+def _plan_blocked(
+    *, filters: DashboardFilters, bounds: list[datetime], names: Names
+) -> dict[tuple[int, int], dict[str, list]]:
+    """What the plan counts besides allocations over ``[bounds[0], bounds[-1])``:
+    :func:`pools.capacity.availability.blocked_intervals` (recurring reservations'
+    occurrences and planned maintenance windows, by pool id × model id and kind), narrowed to
+    the filters' pool and model and, with a team, to that team's reservations alone (no
+    maintenance: a window is no team's). Two queries (one with a team)."""
+    spans = blocked_intervals(start=bounds[0], end=bounds[-1], team=filters.team or None)
+
+    def kept(pool_id: int, model_id: int) -> bool:
+        pool = names.pools.get(pool_id, ("",))[0]
+        model = names.models.get(model_id, ("",))[0]
+        return filters.pool in (None, "", pool) and filters.gpu_model in (None, "", model)
+
+    return {key: kinds for key, kinds in spans.items() if kept(*key)}
 
 
 def _held_peaks(
-    *, filters: DashboardFilters, bounds: list[datetime]
+    *, filters: DashboardFilters, bounds: list[datetime], blocked: dict
 ) -> dict[tuple, list[tuple[int, datetime]]]:
-    """Per (pool id, model id), for each day ``[bounds[i], bounds[i + 1])``: the most cards of
-    the holding whole-card allocations held at any instant of it and the first instant they
-    are (:func:`pools.capacity.availability.peaks_by_pool_model` of the allocations narrowed
-    by the filters' pool, model and team, without reservations or maintenance: the plan shows
-    allocations), so an allocation of a few hours counts on its day and two that never hold
-    cards at the same instant are not added. One query (the allocations' intervals over the 8
-    weeks, swept in Python), kept in the shared cache under the allocations' generation, the
-    first day and the filters (:mod:`pools.capacity.generation`), at most
-    :data:`PLAN_CACHE_S`; swept afresh and not kept inside a transaction
-    (:func:`pools.common.generation.cached`). Only the pairs holding cards in the 8 weeks."""
-    key = (
-        f"dashboards:plan-peaks:{allocations_generation()}:{bounds[0].isoformat()}:"
-        f"{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
-    )
+    """Per (pool id, model id), for each day ``[bounds[i], bounds[i + 1])``: the most cards
+    held at any instant of it and the first instant they are, by the holding whole-card
+    allocations narrowed by the filters' pool, model and team and by ``blocked``
+    (:func:`_plan_blocked`): :func:`pools.capacity.selectors.timeline_peaks`, the timeline's
+    own sweep and cache (unfiltered, the very entry ``/timeline/`` reads), so an allocation of
+    a few hours counts on its day and two that never hold cards at the same instant are not
+    added. One query (the allocations' intervals over the 8 weeks, swept in Python) when the
+    cache has them not. Only the pairs holding cards in the 8 weeks."""
+    if not (filters.pool or filters.gpu_model or filters.team):
+        return timeline_peaks(bounds=bounds, blocked=blocked)
+    # whole cards only: a MIG slice is not a card of the plan (issue 38)
+    rows = _filtered(Allocation.objects.holding().whole_cards(), filters)
+    scope = f"plan:{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
+    return timeline_peaks(bounds=bounds, blocked=blocked, rows=rows, scope=scope)
 
-    def read() -> dict[tuple, list[tuple[int, datetime]]]:
-        # whole cards only: a MIG slice is not a card of the plan (issue 38)
-        allocations = _filtered(Allocation.objects.holding().whole_cards(), filters)
-        return peaks_by_pool_model(bounds=bounds, blocked={}, rows=allocations)
 
-    return cached(key, read, PLAN_CACHE_S, fits=lambda found: isinstance(found, dict))
+def _blocked_split(
+    plan: dict[tuple, PlanSeries], keys: dict[tuple[int, int], tuple], blocked: dict,
+    bounds: list[datetime], now: datetime,
+) -> None:  # fmt: skip
+    """Fill each series' ``recurring``, ``maintenance`` (at its days' ``held_at``) and
+    ``blocked_now`` from ``blocked`` (:func:`pools.capacity.availability.blocked_cards_at`,
+    no query); ``keys``: (pool id, model id) -> the plan's key."""
+    start, end = bounds[0], bounds[-1]
+    for pair, kinds in blocked.items():
+        series = plan.get(keys.get(pair, ()))
+        if series is None:
+            continue
+        one = {pair: kinds}
+        found = blocked_cards_at(start=start, end=end, instants=series.held_at, intervals=one).get(
+            pair, {}
+        )
+        series.recurring = found.get(RECURRING_HELD, series.recurring)
+        series.maintenance = found.get(MAINTENANCE_AWAY, series.maintenance)
+        if start <= now < end:
+            at_now = blocked_cards_at(start=start, end=end, instants=[now], intervals=one)
+            series.blocked_now = sum(cards[0] for cards in at_now.get(pair, {}).values())
 
 
 def allocation_plan(
     *, filters: DashboardFilters, now: datetime, names: Names | None = None
 ) -> dict[tuple, PlanSeries]:
-    """Per (pool slug, model slug): on each of the next 56 days (:func:`plan_days`) the most
-    cards of holding allocations held at any instant of the day and, apart, the most cards of
-    submitted requests asked for at any instant of it (each at its own busiest instant: a
-    request from 13:00 to 23:00 counts; two that never overlap are not added), and the cards
-    held at ``now``. Six queries: the held cards' peaks (:func:`_held_peaks`, kept per
-    allocations' generation: one query, and one more when the cache has them not), those held
-    now (the few thousand started, from the index ``allocation_holding_started`` alone), the
-    submitted requests' windows that name their pool and model (swept as the allocations are,
-    :func:`pools.capacity.availability.peaks_by_pool_model`) and the sum of those that do not,
-    then the pools' and models' slugs and names (:func:`pool_model_names`; none when handed
-    ``names``: grouping 37,000 allocations by four joined names cost more than the two small
-    reads).
+    """Per (pool slug, model slug): on each of the next 56 local days (:func:`plan_days`, the
+    timeline's) the most cards held at any instant of the day -- by holding allocations, by
+    the occurrences of recurring reservations and by planned maintenance windows, the
+    timeline's and the approval's count (:func:`_held_peaks`) -- with the reservations' and
+    maintenance's share of them at that instant, and, apart, the most cards of submitted
+    requests asked for at any instant of it (each at its own busiest instant: a request from
+    13:00 to 23:00 counts; two that never overlap are not added), and the cards allocations
+    and reservations or maintenance hold at ``now``. Eight queries: the pools' and models'
+    slugs and names (:func:`pool_model_names`; none when handed ``names``: grouping 37,000
+    allocations by four joined names cost more than the two small reads), the reservations
+    and maintenance windows of the 8 weeks (:func:`_plan_blocked`), the held cards' peaks
+    (:func:`_held_peaks`, kept per allocations' generation: one query when the cache has them
+    not), those held now (the few thousand started, from the index
+    ``allocation_holding_started`` alone), the submitted requests' windows that name their
+    pool and model (swept as the allocations are,
+    :func:`pools.capacity.availability.peaks_by_pool_model`) and the sum of those that do not.
 
     The held and pending peaks of a day may fall at different instants, so ``held + pending``
     of a day is at most (never under) the most cards held at once were every request approved.
@@ -474,10 +532,12 @@ def allocation_plan(
     """
     days = plan_days(now)
     bounds = [*days, days[-1] + timedelta(days=1)]
+    names = names or pool_model_names()
+    blocked = _plan_blocked(filters=filters, bounds=bounds, names=names)
     requests = _filtered(
         CapacityRequest.objects.filter(status=RequestStatus.SUBMITTED, mig_profile=""), filters
     )
-    held_peaks = _held_peaks(filters=filters, bounds=bounds)
+    held_peaks = _held_peaks(filters=filters, bounds=bounds, blocked=blocked)
     held_now = (
         _filtered(Allocation.objects.holding().whole_cards().at(now), filters)
         .values_list("pool", "gpu_model")
@@ -491,18 +551,20 @@ def allocation_plan(
         .filter(Q(pool__isnull=True) | Q(gpu_model__isnull=True))
         .aggregate(cards=Sum("card_count"))["cards"]
     )
-    names = names or pool_model_names()
     plan: dict[tuple, PlanSeries] = {}
+    keys: dict[tuple[int, int], tuple[str, str]] = {}
 
     def empty(pool: str, gpu_model: str) -> PlanSeries:
-        return PlanSeries(pool, gpu_model, [0] * len(days), [0] * len(days), list(days), list(days))
+        zeros = [0] * len(days)
+        return PlanSeries(pool, gpu_model, list(zeros), list(zeros), list(days), list(days),
+                          recurring=list(zeros), maintenance=list(zeros))  # fmt: skip
 
     def series(pool_id, model_id) -> PlanSeries:
         (pool_slug, pool_name, _ratio), (model_slug, model_name) = (
             names.pools[pool_id],
             names.models[model_id],
         )
-        key = (pool_slug, model_slug)
+        key = keys[(pool_id, model_id)] = (pool_slug, model_slug)
         if key not in plan:
             plan[key] = empty(pool_name, model_name)
         return plan[key]
@@ -515,6 +577,7 @@ def allocation_plan(
     for (pool_id, model_id), per_day in pending_peaks.items():
         s = series(pool_id, model_id)
         s.pending, s.pending_at = [n for n, _ in per_day], [at for _, at in per_day]
+    _blocked_split(plan, keys, blocked, bounds, now)
     if unplaced:
         plan.setdefault(("", ""), empty("", "")).unplaced_pending += unplaced
     return plan

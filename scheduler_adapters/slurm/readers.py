@@ -268,6 +268,8 @@ def partition_gpus(
     result: dict[str, dict[str, int]] = {}
     for index, entry in enumerate(list_at(payload, "partitions", "partitions")):
         path = f"partitions[{index}]"
+        if not isinstance(entry, dict):
+            raise unexpected(path, "an object", entry)
         name = str_at(entry, "name", f"{path}.name")
         tres = tres_string(partition_tres(entry.get("tres"), f"{path}.tres"), f"{path}.tres")
         result[name] = {
@@ -292,6 +294,9 @@ def associations(payload: Mapping[str, Any]) -> list[Association]:
             raise unexpected(f"{path}.max.tres.total", "a list", total)
         group = entry["max"]["tres"].get("group") or {}
         minutes = (group.get("minutes") if isinstance(group, dict) else None) or []
+        default = entry.get("default") or {}
+        if not isinstance(default, dict):
+            raise unexpected(f"{path}.default", "an object", default)
         found.append(
             Association(
                 account=str_at(entry, "account", f"{path}.account"),
@@ -301,9 +306,7 @@ def associations(payload: Mapping[str, Any]) -> list[Association]:
                 grp_tres=tres_list(total, f"{path}.max.tres.total"),
                 grp_tres_mins=tres_list(minutes, f"{path}.max.tres.group.minutes"),
                 qos=_qos_names(entry.get("qos"), f"{path}.qos"),
-                default_qos=optional_str_at(
-                    entry.get("default") or {}, "qos", f"{path}.default.qos"
-                ),
+                default_qos=optional_str_at(default, "qos", f"{path}.default.qos"),
             )
         )
     return found

@@ -251,7 +251,9 @@ class RestTransport:
             return True
         payload = json_or_none(response)
         errors = payload.get("errors") if isinstance(payload, dict) else None
-        remote = [remote_error(e) for e in errors or () if isinstance(e, dict)]
+        if not isinstance(errors, list):
+            return False  # an answer that says nothing readable refuses nothing
+        remote = [remote_error(e) for e in errors if isinstance(e, dict)]
         return any(e.number in AUTH_REFUSED for e in remote) or dbd_refused(tuple(remote))
 
     def _send(

@@ -93,8 +93,12 @@ def unwrap_timestamp(value: Any) -> datetime | None:
     that never booted, ``end_time`` of a running job), so 0, unset and sentinels give ``None``;
     so does UNLIMITED (an ``infinite`` timestamp names no moment).
     Example: ``{"set": true, "infinite": false, "number": 1717200000}`` -> 2024-06-01T00:00Z.
+    Raises ``ValueError`` as :func:`unwrap` does, and for seconds no datetime holds (2**63).
     """
     number = unwrap(value)
     if number is None or number == 0 or math.isinf(number):
         return None
-    return datetime.fromtimestamp(number, tz=UTC)
+    try:
+        return datetime.fromtimestamp(number, tz=UTC)
+    except (OverflowError, OSError) as exc:  # e.g. 2**63 s: no datetime holds it
+        raise ValueError(f"epoch seconds out of range: {number!r}") from exc

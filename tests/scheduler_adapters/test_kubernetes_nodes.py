@@ -389,6 +389,30 @@ items:
     assert result.issues == (ParseIssue("not a Node (kind 'Pod')", field="items[1].kind"),)
 
 
+def test_yaml_allocatable_with_a_number_for_a_resource_name_is_read():
+    """An unquoted resource name that YAML loads as a number (``2: 1``) sits beside the GPU
+    resources; the node is read from the rest (it raised TypeError: the names were sorted)."""
+    text = """
+kind: Node
+metadata:
+  name: gpu-yaml-02
+  labels:
+    nvidia.com/gpu.count: 2
+    nvidia.com/gpu.product: NVIDIA-L40S
+status:
+  allocatable:
+    2: 1
+    nvidia.com/gpu: 2
+  conditions:
+  - type: Ready
+    status: "True"
+"""
+    result = parse_kubernetes_nodes(text)
+    (node,) = result.nodes
+    assert node.hostname == "gpu-yaml-02"
+    assert [gpu.model_name for gpu in node.gpus] == ["NVIDIA-L40S", "NVIDIA-L40S"]
+
+
 def test_invalid_yaml_is_one_issue_with_a_line():
     result = parse_kubernetes_nodes("items:\n  - metadata: {name: [unclosed\n")
     assert result.nodes == ()

@@ -176,6 +176,26 @@ def test_accounts_and_associations(recorded, dialect):
     assert dict(found["alice", "gpu"].grp_tres) == {}
 
 
+def test_an_association_whose_default_is_no_object_is_an_unexpected_response(recorded, dialect):
+    """The recorded associations with the first one's ``default`` a bare string (no
+    ``{"qos": ...}``): read as an answer of another shape, named, not an AttributeError."""
+    body = recorded.body("associations")
+    body["associations"][0]["default"] = "normal"
+
+    with pytest.raises(UnexpectedResponse, match=r"associations\[0\]\.default"):
+        dialect.read_associations(body)
+
+
+def test_a_partition_that_is_no_object_is_an_unexpected_response(recorded, dialect):
+    """``partitions`` holding a bare name where an object belongs: an answer of another shape,
+    named by its place, not an AttributeError."""
+    body = recorded.body("partitions")
+    body["partitions"].insert(0, "gpu")
+
+    with pytest.raises(UnexpectedResponse, match=r"partitions\[0\]"):
+        dialect.read_partition_gpus(body)
+
+
 def test_running_and_pending_jobs(recorded, dialect):
     now = recorded.started() + timedelta(seconds=2)
     (running,) = dialect.read_controller_jobs(recorded.body("job_running"), now=now)
@@ -539,6 +559,26 @@ def test_26_05_refuses_a_token_on_the_slurmdbd_side_as_if_it_were_down(replay, m
 
     assert adapter.issued_tokens == ["portal", "portal"]
     assert len(replay.sent("GET", "/slurm/v0.0.42/diag")) == 2
+
+
+def test_a_token_probe_answer_that_cannot_be_read_leaves_the_first_answer_standing(
+    replay, make_adapter
+):
+    """slurmdbd answers a bare 7000 and slurmctld, asked whether it takes the token, answers
+    with an ``errors`` that is no list: the token is not taken as refused (nothing says so),
+    and the first answer is what the caller gets -- a scheduler error, not a TypeError."""
+    answers = Recorded("v0.0.42")
+    replay.on(
+        "GET", "/slurmdb/v0.0.42/associations", answers.answer("slurm-26.05_bad_token_dbd_tres")
+    )
+    replay.on("GET", "/slurm/v0.0.42/diag", (502, {"errors": 5, "warnings": []}))
+    adapter = make_adapter(api_version="v0.0.42")
+
+    with pytest.raises(SchedulerUnavailable) as caught:
+        adapter.get_gpu_limits("fx-team")
+
+    assert caught.value.error_numbers == (7000,)
+    assert adapter.issued_tokens == ["portal"]  # no token renewed on an unreadable probe
 
 
 def test_26_05_rejects_with_422_and_keeps_the_number(replay, make_adapter):

@@ -117,5 +117,13 @@ def test_unset_timestamps_are_none(raw):
     assert unwrap_timestamp(raw) is None
 
 
+@pytest.mark.parametrize("raw", [2**63, {"set": True, "infinite": False, "number": 2**62}])
+def test_a_timestamp_no_datetime_holds_is_a_value_error(raw):
+    """Seconds past year 9999 (here 2**62 and 2**63 s) are refused as an unreadable value, so
+    the readers name the field; they raised OverflowError."""
+    with pytest.raises(ValueError, match="epoch seconds out of range"):
+        unwrap_timestamp(raw)
+
+
 def test_plain_timestamp():
     assert unwrap_timestamp(1_795_964_673) == datetime.fromtimestamp(1_795_964_673, tz=UTC)

@@ -7,6 +7,7 @@ ResourceQuota) is applied by the adapter configured for the pool's scheduler.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
@@ -43,6 +44,17 @@ from pools.jobs import ALLOCATION_UNBIND, enqueue_on_commit
 from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.permissions import require_manager, require_member
 from scheduler_adapters.errors import CredentialsUnreadable, SchedulerError
+
+logger = logging.getLogger(__name__)
+
+
+class BindingCrashed(SchedulerError):
+    """Applying an allocation raised something that is no scheduler error: an answer the
+    adapter could not read, or a defect. Transient: retried like a scheduler that did not
+    answer, then the allocation fails with this message; the traceback is in the log."""
+
+    code = "binding_crashed"
+    transient = True
 
 
 def allocation_transition(
@@ -121,7 +133,7 @@ def allocation_provision(
                 reason=f"applying in {Scheduler(allocation.pool.scheduler).label}",
             )
     try:
-        binding = binding_apply(allocation, now=now)
+        binding = _binding_apply_checked(allocation, now)
     except SchedulerError as exc:
         if exc.transient and not final_attempt:
             _provision_waits(allocation, exc, next_try)
@@ -140,6 +152,22 @@ def allocation_provision(
         )
 
 
+def _binding_apply_checked(allocation: Allocation, now: datetime) -> dict:
+    """:func:`binding_apply`, with anything it raises that is no :class:`SchedulerError`
+    logged and raised again as :class:`BindingCrashed`: one allocation the adapter cannot
+    apply must not stop the lifecycle sweep from applying, warning and ending the others."""
+    try:
+        return binding_apply(allocation, now=now)
+    except SchedulerError:
+        raise
+    except Exception as exc:
+        logger.exception("applying allocation %s raised", allocation.pk)
+        raise BindingCrashed(
+            f"internal error ({type(exc).__name__}) applying the allocation; see the logs",
+            operation="binding_apply",
+        ) from exc
+
+
 def _provision_waits(allocation: Allocation, exc: SchedulerError, next_try: str) -> None:
     """Say on a still-provisioning allocation why it waits and when it is tried again. Not a
     transition (no audit event): the status stays ``provisioning``."""
@@ -147,6 +175,8 @@ def _provision_waits(allocation: Allocation, exc: SchedulerError, next_try: str)
     what = f"{who} answered {exc.http_status}" if exc.http_status else f"{who} did not answer"
     if isinstance(exc, CredentialsUnreadable):
         what = f"{who} not asked: {exc.message}"
+    elif isinstance(exc, BindingCrashed):
+        what = f"{who}: internal error ({type(exc.__cause__).__name__})"
     Allocation.objects.filter(pk=allocation.pk, status=AllocationStatus.PROVISIONING).update(
         status_reason=f"{what}; {next_try}", updated_at=timezone.now()
     )

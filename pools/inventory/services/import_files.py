@@ -102,6 +102,17 @@ def _with_topology(result: ParseResult, text: str) -> ParseResult:
     listed = {gpu.index for gpu in snapshot.gpus}
     if host.domains is None:
         return ParseResult(nodes=result.nodes, issues=tuple(issues))
+    unindexed = sum(gpu.index is None for gpu in snapshot.gpus)
+    if unindexed:
+        # the matrix names cards by index: a card without one cannot be placed in a domain
+        issues.append(
+            ParseIssue(
+                f"topology names GPUs {sorted(host.gpus)} but the capture lists {unindexed} "
+                f"card{'s' if unindexed > 1 else ''} without an index: NVLink domains not stored",
+                node=snapshot.hostname,
+            )
+        )
+        return ParseResult(nodes=result.nodes, issues=tuple(issues))
     if listed and set(host.gpus) != listed:
         issues.append(
             ParseIssue(

@@ -6,10 +6,12 @@ Each example draws up to eight allocations of three teams (two share cost centre
 two pools, of whole A100 or L40S cards or of A100 / A30 MIG slices (a 1g slice is 1/7 of an
 A100 and 1/4 of an A30: NVIDIA's MIG user guide), holding or not, priced reserved or on use,
 over second-and-microsecond windows around the clock, with or without a reservation usage
-record ending anywhere in or after the window (where committed starts); one to three rate
-cards from random days of March, April and May 2026 with random six-place reserved prices (one
-currency); and up to five budgets (a team's or the cost centre's, any pool / model scope,
-card-hours and money or card-hours only, a month or a quarter, in EUR, JPY or KWD minor
+record ending anywhere in or after the window (where committed starts), with up to two
+reclamations that shrank or ended it somewhere around its window (cards kept 0-8), undone or
+not a while later (the card changes committed follows, as the import charges them); one to
+three rate cards from random days of March, April and May 2026 with random six-place reserved
+prices (one currency); and up to five budgets (a team's or the cost centre's, any pool / model
+scope, card-hours and money or card-hours only, a month or a quarter, in EUR, JPY or KWD minor
 units).
 """
 
@@ -43,9 +45,17 @@ allocations_st = st.lists(
         st.integers(-20 * 86400, 60 * 86400),  # start, seconds from now
         st.integers(1, 40 * 86400),  # length in seconds
         st.integers(0, 999_999),  # microseconds of the start
-        st.sampled_from(["approved", "active", "expiring", "ended"]),
+        st.sampled_from(["approved", "active", "expiring", "ended", "reclaimed"]),
         st.sampled_from(["reserved", "reserved", "used"]),
         st.one_of(st.none(), st.integers(0, 50 * 86400)),  # imported to, seconds from its start
+        st.lists(  # reclamations: seconds from its start, cards kept, undone that much later
+            st.tuples(
+                st.integers(-3600, 45 * 86400),
+                st.integers(0, 8),
+                st.one_of(st.none(), st.integers(0, 86400)),
+            ),
+            max_size=2,
+        ),  # fmt: skip
     ),
     max_size=8,
 )
@@ -104,7 +114,19 @@ def _setup(world, allocations, budgets, cards):
             gpu_prices={(world.models[m].pk, RateKind.GPU_RESERVED): price * (i + 1)
                         for i, m in enumerate(("a100", "l40s", "a30"))},
         )  # fmt: skip
-    for team, pool, what, count, offset, length, micros, status, method, imported in allocations:
+    for (
+        team,
+        pool,
+        what,
+        count,
+        offset,
+        length,
+        micros,
+        status,
+        method,
+        imported,
+        reclaimed,
+    ) in allocations:
         model, _, profile = what.partition(":")
         start = NOW + timedelta(seconds=offset, microseconds=micros)
         allocation = AllocationFactory(
@@ -120,6 +142,8 @@ def _setup(world, allocations, budgets, cards):
                 source_id=f"alloc:{allocation.pk}", period_start=start, period_end=end,
                 month=date(start.year, start.month, 1), created_at=NOW, updated_at=NOW,
             )  # fmt: skip
+        for reclamation in reclaimed:
+            _reclamation(allocation, start, *reclamation)
     made = []
     for owner, pool, model, money, period, currency in budgets:
         made.append(
@@ -133,6 +157,20 @@ def _setup(world, allocations, budgets, cards):
             )
         )  # fmt: skip
     return made
+
+
+def _reclamation(allocation, start, after: int, kept: int, undone: int | None):
+    """A finding that shrank ``allocation`` to ``kept`` cards (at most its own) ``after``
+    seconds from ``start``, undone ``undone`` seconds later when not ``None``."""
+    from pools.reclamation.models import IdleFinding
+
+    at = start + timedelta(seconds=after)
+    IdleFinding.objects.create(
+        allocation=allocation, first_seen_at=at, last_seen_at=at, reclaimed_at=at,
+        card_count=allocation.card_count, cards_in_use=min(kept, allocation.card_count),
+        state="reclaimed" if undone is None else "undone",
+        closed_at=None if undone is None else at + timedelta(seconds=undone),
+    )  # fmt: skip
 
 
 def _statuses(budgets):

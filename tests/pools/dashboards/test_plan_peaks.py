@@ -86,7 +86,7 @@ def test_the_plan_csv_says_each_days_peak_and_when(infer_pool, l40s, admin_page)
     lines = b"".join(response.streaming_content).decode().strip().splitlines()
     assert lines[0] == (
         "pool,gpu_model,day,allocated_cards_at_peak,allocated_peak_at,pending_cards_at_peak,"
-        "pending_peak_at,usable_cards"
+        "pending_peak_at,usable_cards,recurring_cards_at_peak,maintenance_cards_at_peak"
     )
     day = tomorrow.date().isoformat()
-    assert lines[2] == (f"infer,l40s,{day},2,{day}T13:00:00+00:00,0,{day}T00:00:00+00:00,8")
+    assert lines[2] == (f"infer,l40s,{day},2,{day}T13:00:00+00:00,0,{day}T00:00:00+00:00,8,0,0")

@@ -119,3 +119,27 @@ def test_gfd_labels_with_a_clique_leave_the_node_domains_unknown(fixtures_dir):
     node = Node.objects.get(hostname="gpu-a100-k8s-01")
     assert node.nvlink_domains is None
     assert node.labels["nvidia.com/gpu.clique"] == CLIQUE
+
+
+def test_a_card_without_an_index_leaves_the_domains_unstored_and_the_rest_imported():
+    """A CSV listing whose second card reports its index as ``[N/A]`` beside a ``topo -m``
+    matrix of GPU0 and GPU1: which card is GPU1 is unknown, so no domain is stored and the
+    report says why; both cards are still imported."""
+    data = (
+        b"# $ nvidia-smi --query-gpu=index,name,uuid,memory.total --format=csv\n"
+        b"index, name, uuid, memory.total [MiB]\n"
+        b"0, NVIDIA RTX A6000, GPU-5baec991-de63-c196-1766-04c38407e133, 49140 MiB\n"
+        b"[N/A], NVIDIA RTX A6000, GPU-39fc2446-cb50-2067-2867-d95efd470a2c, 49140 MiB\n"
+        b"# $ nvidia-smi topo -m\n"
+        b"\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\n"
+        b"GPU0\t X \tNV4\t0-31\t0\n"
+        b"GPU1\tNV4\t X \t0-31\t0\n"
+    )
+    report = inventory_import_file(data=data, source="nvidia-smi", node="ws-02")
+    node = Node.objects.get(hostname="ws-02")
+    assert report.created == ["ws-02"]
+    assert node.nvlink_domains is None
+    assert node.gpus.count() == 2
+    (issue,) = [i for i in report.issues if "NVLink domains not stored" in i.message]
+    assert issue.node == "ws-02"
+    assert "1 card without an index" in issue.message

@@ -181,3 +181,51 @@ def test_each_retry_says_which_and_when(
     failed = allocation_provision(allocation_id=allocation.pk, final_attempt=True)
     assert failed.status == AllocationStatus.FAILED
     assert "connection refused" in failed.status_reason
+
+
+def test_an_unreadable_answer_for_one_allocation_does_not_stop_the_sweep(
+    fake_slurm, setup, submitted, django_capture_on_commit_callbacks, monkeypatch
+):
+    """Applying the first of two allocations whose windows open together raises something
+    that is no scheduler error (a reply the adapter could not read: ``'bool' object has no
+    attribute 'get'``). That allocation stays provisioning and says so; the sweep still
+    applies the other, and the next sweep applies the first."""
+    pool, a100, team, bob, admin = setup
+    start = timezone.now() + timedelta(days=2)
+    with django_capture_on_commit_callbacks(execute=True):
+        first = capacity_request_approve(
+            request=submitted(pool, a100, team, bob, 1, start, days=10), actor=admin
+        )
+        second = capacity_request_approve(
+            request=submitted(pool, a100, team, bob, 2, start, days=10), actor=admin
+        )
+    ensure_account = fake_slurm.ensure_account
+    answers = iter([AttributeError("'bool' object has no attribute 'get'")])
+
+    def unreadable_once(*args, **kwargs):
+        error = next(answers, None)
+        if error is not None:
+            raise error
+        return ensure_account(*args, **kwargs)
+
+    monkeypatch.setattr(fake_slurm, "ensure_account", unreadable_once)
+
+    with django_capture_on_commit_callbacks(execute=True):
+        counts = allocation_lifecycle_sweep(now=start)
+
+    assert counts["provisioned"] == 1
+    statuses = {
+        a.pk: (a.status, a.status_reason)
+        for a in Allocation.objects.filter(pk__in=[first.pk, second.pk])
+    }
+    broken = [pk for pk, (status, _) in statuses.items() if status == AllocationStatus.PROVISIONING]
+    applied = [pk for pk, (status, _) in statuses.items() if status == AllocationStatus.ACTIVE]
+    assert len(broken) == 1 and len(applied) == 1
+    assert statuses[broken[0]][1] == (
+        "Slurm: internal error (AttributeError); the lifecycle sweep tries again within 5 min"
+    )
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert allocation_lifecycle_sweep(now=start)["provisioned"] == 1
+    assert Allocation.objects.get(pk=broken[0]).status == AllocationStatus.ACTIVE
+    assert [lim.cards for lim in fake_slurm.get_gpu_limits("vision")] == [1 + 2]
