@@ -95,3 +95,23 @@ def prometheus_clusters(
         "plain": ClusterFactory(slug="plain", **fields),
         "env": None,
     }
+
+
+def gpu_pod(name, node, cards, start, end, namespace="team-nlp"):
+    """A pod's kube-state-metrics GPU request series (``kube_pod_container_resource_requests``,
+    ``nvidia_com_gpu``): ``cards`` scraped every 4 min from ``start`` (inside the 5 min lookback,
+    so every 60 s step of the import sees one), then 0 at ``end``: the import counts it over
+    exactly ``[start, end)``. Few samples: the fakes scan them all at every step."""
+    from datetime import timedelta
+
+    from scheduler_adapters.prometheus import Sample, Series
+
+    labels = {"namespace": namespace, "pod": name, "container": "main", "node": node,
+              "resource": "nvidia_com_gpu", "unit": "integer"}  # fmt: skip
+    samples, t = [], start
+    while t < end:
+        samples.append(Sample(t.timestamp(), float(cards)))
+        t += timedelta(minutes=4)
+    samples.append(Sample(end.timestamp(), 0.0))
+    return Series("kube_pod_container_resource_requests", tuple(sorted(labels.items())),
+                  tuple(samples))  # fmt: skip

@@ -36,13 +36,13 @@ from decimal import Decimal
 import pytest
 from django.apps import apps
 from kit import idle_rows
+from prometheus_support import gpu_pod
 
 from billing.choices import ChargeBasis, UsageSource
 from billing.models import UsageMonthVersion, UsageRecord
 from billing.services.prometheus_import import usage_import_kubernetes
 from billing.services.statements import statement_build
 from pools.common.choices import AllocationStatus, PricingMethod
-from scheduler_adapters.prometheus import Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
 pytestmark = pytest.mark.django_db
@@ -59,25 +59,10 @@ def utc(*args) -> datetime:
     return datetime(*args, tzinfo=UTC)
 
 
-def pod(name, node, cards, start, end, namespace="team-nlp") -> Series:
-    """A pod's GPU request series: ``cards`` scraped every 4 min from ``start`` (within the
-    5 min lookback, so every 60 s step sees one), then 0 at ``end``: the import counts it over
-    exactly ``[start, end)``. Few samples: the fake scans them all at every step."""
-    labels = {"namespace": namespace, "pod": name, "container": "main", "node": node,
-              "resource": "nvidia_com_gpu", "unit": "integer"}  # fmt: skip
-    samples, t = [], start
-    while t < end:
-        samples.append(Sample(t.timestamp(), float(cards)))
-        t += timedelta(minutes=4)
-    samples.append(Sample(end.timestamp(), 0.0))
-    return Series("kube_pod_container_resource_requests", tuple(sorted(labels.items())),
-                  tuple(samples))  # fmt: skip
-
-
 PODS = [
-    pod("a", "inf-01", 2, utc(2026, 10, 5, 10), utc(2026, 10, 5, 15)),
-    pod("c", "inf-01", 2, utc(2026, 10, 6, 10), utc(2026, 10, 6, 14)),
-    pod("b", "inf-02", 1, utc(2026, 10, 20), utc(2026, 10, 20, 3)),
+    gpu_pod("a", "inf-01", 2, utc(2026, 10, 5, 10), utc(2026, 10, 5, 15)),
+    gpu_pod("c", "inf-01", 2, utc(2026, 10, 6, 10), utc(2026, 10, 6, 14)),
+    gpu_pod("b", "inf-02", 1, utc(2026, 10, 20), utc(2026, 10, 20, 3)),
 ]
 
 
@@ -217,7 +202,11 @@ def test_a_day_partly_inside_keeps_its_used_record_at_zero(on_use, team):
     is inside U. The day is only partly U's, so its ``used`` record is written at 0: a record
     imported before (6 Oct ``used``, 14,400, left by the migration) is set to 0 in place rather
     than charged beside the new ``alloc<U>`` one. Statement: 10 + 4 + 3 = 17 × 8.00 = 136.00."""
-    pods = [PODS[0], pod("c", "inf-01", 2, utc(2026, 10, 6, 10), utc(2026, 10, 6, 12)), PODS[2]]
+    pods = [
+        PODS[0],
+        gpu_pod("c", "inf-01", 2, utc(2026, 10, 6, 10), utc(2026, 10, 6, 12)),
+        PODS[2],
+    ]
     UsageRecord.objects.all().delete()
     _import(pods)
     day6 = [r[1:5] for r in _records() if r[0] == "2026-10-06"]

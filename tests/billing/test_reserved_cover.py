@@ -26,6 +26,7 @@ from fractions import Fraction
 
 import pytest
 from kit import Accounting, AccountingAt, job, utc
+from prometheus_support import gpu_pod
 
 from billing.choices import ChargeBasis
 from billing.models import UsageRecord
@@ -236,22 +237,6 @@ def test_a_reservation_shrunk_by_a_reclamation_covers_its_cards_then(reservation
 # every step in R was included whatever its cards: included 8, used 4.
 
 
-def k8s_pod(name, node, cards, start, end):
-    from datetime import timedelta
-
-    from scheduler_adapters.prometheus import Sample, Series
-
-    labels = {"namespace": "team-nlp", "pod": name, "container": "main", "node": node,
-              "resource": "nvidia_com_gpu", "unit": "integer"}  # fmt: skip
-    samples, t = [], start
-    while t < end:  # every 4 min, inside the 5 min lookback: every step sees one
-        samples.append(Sample(t.timestamp(), float(cards)))
-        t += timedelta(minutes=4)
-    samples.append(Sample(end.timestamp(), 0.0))
-    return Series("kube_pod_container_resource_requests", tuple(sorted(labels.items())),
-                  tuple(samples))  # fmt: skip
-
-
 def test_kubernetes_steps_are_covered_within_the_reservations_cards(rates, infer_pool, team, l40s):
     from factories import AllocationFactory
 
@@ -261,8 +246,8 @@ def test_kubernetes_steps_are_covered_within_the_reservations_cards(rates, infer
     r = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
                           starts_at=utc(2026, 10, 5, 10), ends_at=utc(2026, 10, 5, 12),
                           status=AllocationStatus.ENDED)  # fmt: skip
-    pods = [k8s_pod("p1", "inf-01", 2, utc(2026, 10, 5, 9), utc(2026, 10, 5, 12)),
-            k8s_pod("p2", "inf-02", 2, utc(2026, 10, 5, 10), utc(2026, 10, 5, 13))]  # fmt: skip
+    pods = [gpu_pod("p1", "inf-01", 2, utc(2026, 10, 5, 9), utc(2026, 10, 5, 12)),
+            gpu_pod("p2", "inf-02", 2, utc(2026, 10, 5, 10), utc(2026, 10, 5, 13))]  # fmt: skip
     for _ in range(2):  # the second import changes nothing
         usage_import_kubernetes(metrics=FakePrometheus(series=pods), **MONTH)
     rows = UsageRecord.objects.filter(source="kubernetes").order_by("source_id")

@@ -26,12 +26,13 @@ p1 included in K, p2 used (before: p2 first in (cluster, namespace, node) order,
 
 from __future__ import annotations
 
-from datetime import date, timedelta
+from datetime import date
 from decimal import Decimal
 
 import pytest
 from factories import AllocationFactory, ClusterFactory, PoolFactory, node_with_gpus
 from kit import Accounting, job, utc
+from prometheus_support import gpu_pod
 
 from billing.choices import ChargeBasis, UsageSource
 from billing.models import UsageRecord
@@ -41,7 +42,6 @@ from billing.services.statements import statement_build
 from billing.services.usage_import import usage_import_reservations, usage_import_slurm
 from pools.capacity.models import Allocation
 from pools.common.choices import AllocationStatus, PricingMethod, Scheduler
-from scheduler_adapters.prometheus import Sample, Series
 from scheduler_adapters.prometheus_fake import FakePrometheus
 
 pytestmark = pytest.mark.django_db
@@ -139,21 +139,6 @@ def test_a_record_the_rule_before_gave_is_corrected_by_importing_again(reservati
 # --- Slurm and Kubernetes -----------------------------------------------------------------------
 
 
-def k8s_pod(name, node, cards, start, end):
-    """Pod ``name``'s GPU request series in ``team-nlp``: ``cards`` every 4 min from ``start``
-    (inside the 5 min lookback: every 60 s step sees one), 0 at ``end``: counted over exactly
-    ``[start, end)``."""
-    labels = {"namespace": "team-nlp", "pod": name, "container": "main", "node": node,
-              "resource": "nvidia_com_gpu", "unit": "integer"}  # fmt: skip
-    samples, t = [], start
-    while t < end:
-        samples.append(Sample(t.timestamp(), float(cards)))
-        t += timedelta(minutes=4)
-    samples.append(Sample(end.timestamp(), 0.0))
-    return Series("kube_pod_container_resource_requests", tuple(sorted(labels.items())),
-                  tuple(samples))  # fmt: skip
-
-
 def test_kubernetes_usage_of_the_model_is_not_covered_by_a_slurm_reservation(
     reservation, team, rates
 ):
@@ -161,7 +146,7 @@ def test_kubernetes_usage_of_the_model_is_not_covered_by_a_slurm_reservation(
     node_with_gpus(4, hostname="ka-01", pool=infer_a100, scheduler=Scheduler.KUBERNETES)
     usage_import_reservations(**MONTH)
     usage_import_slurm(scheduler=Accounting([job(1, TEN, NOON, {"a100": 4})]), **MONTH)
-    usage_import_kubernetes(metrics=FakePrometheus(series=[k8s_pod("p", "ka-01", 4, TEN, NOON)]),
+    usage_import_kubernetes(metrics=FakePrometheus(series=[gpu_pod("p", "ka-01", 4, TEN, NOON)]),
                             **MONTH)  # fmt: skip
     assert slurm_parts() == {("1", ChargeBasis.INCLUDED, reservation.pk): 8}
     pods = UsageRecord.objects.filter(source=UsageSource.KUBERNETES, quantity__gt=0)
@@ -196,7 +181,10 @@ def k8s_parts():
 def test_a_pod_in_another_cluster_is_not_covered(team, infer_pool, l40s, cluster_x):
     k = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
                           starts_at=TEN, ends_at=NOON, status=AllocationStatus.ENDED)  # fmt: skip
-    pods = [k8s_pod("p1", "inf-01", 2, TEN, NOON), k8s_pod("p2", "x-01", 2, TEN, NOON)]
+    pods = [
+        gpu_pod("p1", "inf-01", 2, TEN, NOON),
+        gpu_pod("p2", "x-01", 2, TEN, NOON),
+    ]
     import_k8s(pods, cluster_x)
     x = cluster_x.pk
     assert k8s_parts() == {
@@ -211,7 +199,7 @@ def test_a_kubernetes_part_the_rule_before_gave_is_set_to_0(team, infer_pool, l4
     p2's 14,400 card-s."""
     k = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
                           starts_at=TEN, ends_at=NOON, status=AllocationStatus.ENDED)  # fmt: skip
-    pods = [k8s_pod("p2", "x-01", 2, TEN, NOON)]
+    pods = [gpu_pod("p2", "x-01", 2, TEN, NOON)]
     import_k8s(pods, cluster_x)
     prefix = f"k8s@{cluster_x.pk}:team-nlp:l40s:2026-10-05"
     used = UsageRecord.objects.get(source_id=f"{prefix}:used")
@@ -233,7 +221,7 @@ def test_a_kubernetes_part_in_a_reservation_cancelled_since_is_set_to_0(team, in
     """p1 in K: 14,400 card-s included; K cancelled, imported again: K's part 0, p1 used."""
     k = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
                           starts_at=TEN, ends_at=NOON, status=AllocationStatus.ENDED)  # fmt: skip
-    metrics = FakePrometheus(series=[k8s_pod("p1", "inf-01", 2, TEN, NOON)])
+    metrics = FakePrometheus(series=[gpu_pod("p1", "inf-01", 2, TEN, NOON)])
     usage_import_kubernetes(metrics=metrics, **MONTH)
     key = "k8s:team-nlp:l40s:2026-10-05"
     assert k8s_parts()[f"{key}:alloc{k.pk}"] == (ChargeBasis.INCLUDED, k.pk, Decimal(14400))
@@ -254,7 +242,7 @@ def test_a_day_in_an_on_use_allocation_cancelled_since_is_charged_once(
     u = AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=2,
                           starts_at=TEN, ends_at=NOON, status=AllocationStatus.ENDED,
                           pricing_method=PricingMethod.USED)  # fmt: skip
-    metrics = FakePrometheus(series=[k8s_pod("p1", "inf-01", 2, TEN, NOON)])
+    metrics = FakePrometheus(series=[gpu_pod("p1", "inf-01", 2, TEN, NOON)])
     usage_import_kubernetes(metrics=metrics, **MONTH)
     Allocation.objects.filter(pk=u.pk).update(status=AllocationStatus.CANCELLED)
     usage_import_kubernetes(metrics=metrics, **MONTH)
