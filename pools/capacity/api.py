@@ -31,6 +31,8 @@ from pools.inventory.models import GpuModel, Pool
 from pools.inventory.selectors import mig_profiles
 from pools.tenancy import permissions
 from pools.web.api import AwareDateTimeField, SlugLookupField, VisibleTeamField
+from pools.web.csv_numbers import plain_number
+from pools.web.numbers import CARD_HOUR_PLACES
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
 
 
@@ -93,14 +95,15 @@ class AllocationDetailSerializer(AllocationSerializer):
         return scheduler_panel(obj).as_dict()
 
     def get_cost_so_far(self, obj) -> dict | None:
-        """``card_hours`` (2 decimals), ``amount`` (minor unit, string) and ``currency`` —
+        """``card_hours`` (:data:`pools.web.numbers.CARD_HOUR_PLACES` decimals, as the pages and
+        statements show them), ``amount`` (minor unit, string) and ``currency`` —
         both ``null`` when unknown, with ``reason`` — ``price_per_card_hour``; ``null`` when
         no pricing hook is configured."""
         cost = selectors.allocations_cost_so_far([obj], now=timezone.now()).get(obj.pk)
         if cost is None:
             return None
         return {
-            "card_hours": f"{cost.card_hours:.2f}",
+            "card_hours": plain_number(cost.card_hours, CARD_HOUR_PLACES),
             "price_per_card_hour": cost.price_plain,
             "amount": None if cost.amount is None else str(cost.amount),
             "currency": cost.currency,

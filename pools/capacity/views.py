@@ -56,6 +56,7 @@ from pools.inventory.models import GpuModel, Pool
 from pools.jobs import RECONCILE, enqueue
 from pools.tenancy import permissions
 from pools.tenancy import selectors as tenancy_selectors
+from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import (
     PALETTE,
     Column,
@@ -136,7 +137,7 @@ ALLOCATION_COLUMNS = [
     Column("ends_at", lambda a: a.ends_at.isoformat()),
     Column(
         "reserved_card_hours",
-        lambda a: f"{card_hours(a.card_count, a.starts_at, a.ends_at):.2f}",
+        lambda a: card_hours_csv(card_hours(a.card_count, a.starts_at, a.ends_at)),
     ),
 ]
 

@@ -33,6 +33,8 @@ from pools.inventory.models import Pool
 from pools.tenancy.models import Team
 from pools.tenancy.selectors import team_list
 from pools.web.api import QueuedRunSerializer, WhatIfDaysField
+from pools.web.csv_numbers import plain_number
+from pools.web.numbers import CARD_HOUR_PLACES
 
 
 class VisibleAllocationField(serializers.PrimaryKeyRelatedField):
@@ -79,16 +81,16 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         return {
             "since": m.start.isoformat(),
             "until": m.end.isoformat(),
-            "burst_card_hours": f"{m.burst_card_hours:.2f}",
+            "burst_card_hours": plain_number(m.burst_card_hours, CARD_HOUR_PLACES),
             "burst_amount": _plain(m.burst_amount),
-            "released_card_hours": f"{m.released_card_hours:.2f}",
+            "released_card_hours": plain_number(m.released_card_hours, CARD_HOUR_PLACES),
             "released_amount": _plain(m.released_amount),
             "currency": m.currency,
             "price_per_card_hour": _plain(m.price_per_card_hour, normalize=True),
             "burst_pools": [
                 {
                     "pool": b.pool_slug,
-                    "card_hours": f"{b.card_hours:.2f}",
+                    "card_hours": plain_number(b.card_hours, CARD_HOUR_PLACES),
                     "price_per_card_hour": _plain(b.price_per_card_hour, normalize=True),
                 }
                 for b in m.burst_pools
@@ -156,7 +158,7 @@ class ScaleEventSerializer(serializers.ModelSerializer):
             return None
         return {
             "cards": d.cards,
-            "card_hours": f"{d.card_hours:.2f}",
+            "card_hours": plain_number(d.card_hours, CARD_HOUR_PLACES),
             "amount": _plain(d.amount),
             "currency": d.currency,
         }

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import copy
 from datetime import UTC, datetime, timedelta
-from decimal import ROUND_HALF_UP, Decimal
 
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
@@ -31,6 +30,7 @@ from pools.elastic.services import (
 )
 from pools.tenancy.permissions import may_administer_pools, may_manage_elastic
 from pools.tenancy.selectors import managed_team_list, team_list
+from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import Column, csv_response, form_add_domain_errors
 
 CHART_SPAN = timedelta(hours=24)
@@ -52,9 +52,7 @@ ELASTIC_COLUMNS = [
     Column("ceiling_cards", lambda p: p.ceiling_cards),
     Column(
         "burst_card_hours_7d",
-        lambda p: (
-            p.money.burst_card_hours.quantize(Decimal("0.01"), ROUND_HALF_UP) if p.money else None
-        ),
+        lambda p: card_hours_csv(p.money.burst_card_hours) if p.money else None,
     ),
     Column("burst_amount_7d", _money_of("burst_amount")),
     Column("currency", _money_of("currency")),
@@ -80,7 +78,7 @@ SCALE_EVENT_COLUMNS = [
     Column("cards_changed", _decision("cards")),
     Column(
         "card_hours",
-        lambda e: e.money.card_hours.quantize(Decimal("0.01"), ROUND_HALF_UP) if e.money else None,
+        lambda e: card_hours_csv(e.money.card_hours) if e.money else None,
     ),
     Column("amount", _decision("amount")),
     Column("currency", _decision("currency")),

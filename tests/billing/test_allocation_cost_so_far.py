@@ -107,7 +107,7 @@ def test_page_and_api_show_it(team, card, team_member, client, api_as):
         body = api_as(team_member).get(f"/api/v1/allocations/{allocation.pk}/").json()
     assert "570.00" in page and "456.000 reserved card-hours" in page
     assert body["cost_so_far"] == {
-        "card_hours": "456.00",
+        "card_hours": "456.000",
         "price_per_card_hour": "1.25",
         "amount": "570.00",
         "currency": "EUR",

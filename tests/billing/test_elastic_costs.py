@@ -140,7 +140,7 @@ def test_the_api_has_the_money(admin_api, policy, rates, at_now):
     week = admin_api.get(f"/api/v1/elastic-policies/{policy.pk}/").json()["scaling_last_7_days"]
     assert week == {
         "since": (NOW - timedelta(days=7)).isoformat(), "until": NOW.isoformat(),
-        "burst_card_hours": "12.00", "burst_amount": "96.00", "released_card_hours": "6.00",
+        "burst_card_hours": "12.000", "burst_amount": "96.00", "released_card_hours": "6.000",
         "released_amount": "48.00", "currency": "EUR", "price_per_card_hour": "8",
         "burst_pools": [], "reason": None,
     }  # fmt: skip
@@ -150,10 +150,10 @@ def test_the_api_has_the_money(admin_api, policy, rates, at_now):
     )
     events = admin_api.get("/api/v1/scale-events/", {"policy": policy.pk}).json()["results"]
     money = {e["action"] + str(e["cards_to"]): e["money"] for e in events}
-    assert money["up6"] == {"cards": 4, "card_hours": "8.00", "amount": "64.00", "currency": "EUR"}
+    assert money["up6"] == {"cards": 4, "card_hours": "8.000", "amount": "64.00", "currency": "EUR"}
     assert money["down4"] == {
         "cards": -2,
-        "card_hours": "4.00",
+        "card_hours": "4.000",
         "amount": "32.00",
         "currency": "EUR",
     }
@@ -285,7 +285,7 @@ def test_the_pages_and_the_api_price_burst_pool_cards_at_their_pool(
     week = admin_api.get(f"/api/v1/elastic-policies/{spilling.pk}/").json()["scaling_last_7_days"]
     assert (week["burst_amount"], week["burst_pools"]) == (
         "173.00",
-        [{"pool": "rented", "card_hours": "10.00", "price_per_card_hour": "2.9"}],
+        [{"pool": "rented", "card_hours": "10.000", "price_per_card_hour": "2.9"}],
     )
 
 

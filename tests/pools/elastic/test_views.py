@@ -335,7 +335,7 @@ def test_the_list_exports_csv_with_the_seven_day_burst_money(admin_page, policy,
             "floor_cards": "2",
             "cards_now": "4",
             "ceiling_cards": "6",
-            "burst_card_hours_7d": "4.00",
+            "burst_card_hours_7d": "4.000",
             "burst_amount_7d": "32.00",
             "currency": "EUR",
             "last_decision": "load_high",
@@ -387,7 +387,7 @@ def test_the_scaling_history_exports_csv_with_each_decisions_money(admin_page, p
                                 "card_hours", "amount", "currency", "util_pct",
                                 "latency_ms")} == {
         "action": "up", "reason": "load_high", "cards_from": "2", "cards_to": "4",
-        "cards_changed": "2", "card_hours": "4.00", "amount": "32.00", "currency": "EUR",
+        "cards_changed": "2", "card_hours": "4.000", "amount": "32.00", "currency": "EUR",
         "util_pct": "91.5", "latency_ms": "1200",
     }  # fmt: skip
     assert row["decided_at"].startswith(f"{NOW:%Y-%m-%d %H:%M}")

@@ -215,7 +215,8 @@ def test_saving_for_a_team_one_is_not_in_is_refused_and_writes_nothing(fleet, al
     response = _htmx(alice_page, "/sizing/save/", {**QWEN_72B, "team": slug}, method="post")
 
     assert response.status_code == 200 and "HX-Redirect" not in response
-    assert f"No team &#x27;{slug}&#x27;." in response.content.decode()
+    page = response.content.decode()
+    assert 'data-field="team"><strong>team</strong>: No team you can see has this slug.' in page
     assert not SizingEstimate.objects.exists()
 
 
