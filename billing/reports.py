@@ -27,7 +27,7 @@ from billing.pricing import (
 )
 from billing.selectors import cost_by_gpu_model, lines_by_statement, month_trend, statement_lines
 from pools.web.csv_cells import SafeCsvWriter
-from pools.web.csv_numbers import plain_number
+from pools.web.csv_numbers import card_hours_csv, plain_number
 
 CSV_COLUMNS = (
     "statement_id", "team", "cost_centre", "month", "status", "line", "kind", "period",
@@ -235,7 +235,7 @@ TOP_ALLOCATION_COLUMNS = (
     "reserved_card_hours", "cost", "currency",
 )  # fmt: skip
 """The month's dearest reserved allocations (:func:`billing.selectors.top_allocations`, the
-page's table) as CSV: card-hours to one decimal and the cost to the currency's minor unit,
+page's table) as CSV: card-hours to the places the pages show them with (3) and the cost to the currency's minor unit,
 plain decimals; ``mig_profile`` empty for whole cards (``cards`` then counts cards, else
 slices)."""
 
@@ -250,7 +250,7 @@ def top_allocations_csv(month, rows) -> str:
         writer.writerow([
             f"{month:%Y-%m}", allocation.pk, allocation.team.slug, allocation.pool.slug,
             allocation.gpu_model.slug, allocation.card_count, allocation.mig_profile,
-            plain_number(row["card_hours"], 1), plain_number(row["amount"]), row["currency"],
+            card_hours_csv(row["card_hours"]), plain_number(row["amount"]), row["currency"],
         ])  # fmt: skip
     return out.getvalue()
 
@@ -261,9 +261,11 @@ SHARED_CARD_COLUMNS = (
 )  # fmt: skip
 """The finance month's shared cards (:func:`billing.selectors.shared_card_idle`) as CSV: per card
 and rate period one row per tenant (``tenant`` the team's slug) and one for the idle remainder
-(``tenant`` empty), so a card's rows' ``amount`` add up to the card's amount exactly and its
-``card_hours`` to the period's hours (to the 6 places shown). A card that could not be split
-has one row with its ``problem`` (``unpriced``, ``over_shared``) and no numbers."""
+(``tenant`` empty), so a card's rows' ``amount`` add up to the card's amount exactly.
+``card_hours`` are to the 3 places the page shows them with (each rounded half-up on its own,
+so their sum may miss the period's hours in the last place); ``card_share`` is a fraction of
+the card to 6 places. A card that could not be split has one row with its ``problem``
+(``unpriced``, ``over_shared``) and no numbers."""
 
 
 def shared_cards_csv(month, rows, currency: str) -> str:
@@ -281,10 +283,10 @@ def shared_cards_csv(month, rows, currency: str) -> str:
             writer.writerow([*head, "", None, None, None, currency, card.problem])
             continue
         for team, hours, share, amount in row.tenants:
-            writer.writerow([*head, team.slug, plain_number(hours, 6), plain_number(share, 6),
+            writer.writerow([*head, team.slug, card_hours_csv(hours), plain_number(share, 6),
                              plain_number(amount), currency, ""])  # fmt: skip
         idle_share = plain_number(card.split.idle_share.numerator / Decimal(
             card.split.idle_share.denominator), 6)  # fmt: skip
-        writer.writerow([*head, "", plain_number(row.idle_card_hours, 6), idle_share,
+        writer.writerow([*head, "", card_hours_csv(row.idle_card_hours), idle_share,
                          plain_number(row.idle_amount), currency, ""])  # fmt: skip
     return out.getvalue()

@@ -4,6 +4,8 @@ domain errors become 400 / 403 / 409 bodies in :func:`portal.api.exception_handl
 
 from __future__ import annotations
 
+from decimal import ROUND_HALF_UP
+
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers, status, viewsets
 from rest_framework.response import Response
@@ -16,18 +18,40 @@ from billing.validators import currency_validator
 from pools.inventory.models import GpuModel, Pool
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_pool_admin
+from pools.web.numbers import CARD_HOUR_PLACES
 
 
-class DimensionSerializer(serializers.Serializer):
-    """One limit over the period: ``limit`` = ``base_limit`` + ``rollover``; ``used`` is null
-    when unknown (a rate card in another currency)."""
+def _amount(places: int, **kwargs) -> serializers.DecimalField:
+    """A budget amount (a limit, what was used, what remains) to ``places`` decimals."""
+    return serializers.DecimalField(max_digits=20, decimal_places=places, **kwargs)
+
+
+class MoneyDimensionSerializer(serializers.Serializer):
+    """The money limit over the period, in ``unit`` (the budget's currency), to the 4 places a
+    money limit is stored with: ``limit`` = ``base_limit`` + ``rollover``; ``used`` is null
+    when unknown (a rate card in another currency); ``percent`` of ``limit``, 1 decimal."""
 
     unit = serializers.CharField()
-    base_limit = serializers.DecimalField(max_digits=20, decimal_places=4)
-    rollover = serializers.DecimalField(max_digits=20, decimal_places=4)
-    limit = serializers.DecimalField(max_digits=20, decimal_places=4)
-    used = serializers.DecimalField(max_digits=20, decimal_places=4, allow_null=True)
-    remaining = serializers.DecimalField(max_digits=20, decimal_places=4, allow_null=True)
+    base_limit = _amount(4)
+    rollover = _amount(4)
+    limit = _amount(4)
+    used = _amount(4, allow_null=True)
+    remaining = _amount(4, allow_null=True)
+    percent = serializers.DecimalField(max_digits=8, decimal_places=1, allow_null=True)
+
+
+class CardHoursDimensionSerializer(serializers.Serializer):
+    """The card-hour limit over the period (``unit`` ``card-hours``), its fields as
+    :class:`MoneyDimensionSerializer`'s but every amount in card-hours to
+    :data:`pools.web.numbers.CARD_HOUR_PLACES` decimals, rounded half-up, as the pages, the
+    CSVs and the budget's own ``card_hours_limit`` give them (``959.7186`` -> ``"959.719"``)."""
+
+    unit = serializers.CharField()
+    base_limit = _amount(CARD_HOUR_PLACES, rounding=ROUND_HALF_UP)
+    rollover = _amount(CARD_HOUR_PLACES, rounding=ROUND_HALF_UP)
+    limit = _amount(CARD_HOUR_PLACES, rounding=ROUND_HALF_UP)
+    used = _amount(CARD_HOUR_PLACES, rounding=ROUND_HALF_UP, allow_null=True)
+    remaining = _amount(CARD_HOUR_PLACES, rounding=ROUND_HALF_UP, allow_null=True)
     percent = serializers.DecimalField(max_digits=8, decimal_places=1, allow_null=True)
 
 
@@ -38,8 +62,8 @@ class BudgetStatusSerializer(serializers.Serializer):
     period = serializers.DateField()
     starts_at = serializers.DateTimeField()
     ends_at = serializers.DateTimeField()
-    card_hours = DimensionSerializer(allow_null=True)
-    money = DimensionSerializer(allow_null=True)
+    card_hours = CardHoursDimensionSerializer(allow_null=True)
+    money = MoneyDimensionSerializer(allow_null=True)
     percent = serializers.DecimalField(max_digits=8, decimal_places=1, allow_null=True)
     alert = serializers.IntegerField(allow_null=True)
     run_out_at = serializers.DateTimeField(allow_null=True)

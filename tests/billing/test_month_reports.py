@@ -270,18 +270,22 @@ def test_top_allocations_csv_is_the_table_on_both_month_pages(
 ):
     """``?export=top``: the top allocations worked out above by hand (C 240.00 EUR over
     4 × 24 + 1 × 24 = 120 card-hours, A 192.00 over 96, B 24.00 over 12; D cancelled, absent),
-    dearest first, as plain decimals; the team's month gives the same rows."""
+    dearest first, as plain decimals, card-hours to the 3 places the page's table shows them
+    with (120.000, not 120.0); the team's month gives the same rows."""
     a, b, c = month_of_allocations
     head = (
         "month,allocation,team,pool,gpu_model,cards,mig_profile,reserved_card_hours,cost,currency"
     )
     rows = [
-        f"2026-10,{c.pk},{team.slug},{train_pool.slug},{a100.slug},1,,120.0,240.00,EUR",
-        f"2026-10,{a.pk},{team.slug},{train_pool.slug},{a100.slug},2,,96.0,192.00,EUR",
-        f"2026-10,{b.pk},{team.slug},{train_pool.slug},{a100.slug},1,,12.0,24.00,EUR",
+        f"2026-10,{c.pk},{team.slug},{train_pool.slug},{a100.slug},1,,120.000,240.00,EUR",
+        f"2026-10,{a.pk},{team.slug},{train_pool.slug},{a100.slug},2,,96.000,192.00,EUR",
+        f"2026-10,{b.pk},{team.slug},{train_pool.slug},{a100.slug},1,,12.000,24.00,EUR",
     ]
     page = admin_page.get("/costs/finance/2026-10/").content.decode()
     assert 'href="?export=top" data-top-csv>CSV</a>' in page
+    table = page.split("Top allocations by cost", 1)[1].split("</table>", 1)[0]
+    for hours, cost in (("120.000", "240.00"), ("96.000", "192.00"), ("12.000", "24.00")):
+        assert f'<td class="num">{hours}</td><td class="num">{cost}\u00a0EUR</td>' in table
     for url, name in (
         ("/costs/finance/2026-10/", "top-allocations-2026-10.csv"),
         (f"/costs/{team.slug}/2026-10/", f"top-allocations-{team.slug}-2026-10.csv"),

@@ -160,17 +160,20 @@ def test_use_rows_refuse_impossible_parts(card, tenants):
 
 
 def test_pages_and_csvs(month_of_three, card, admin_page, client):
+    """The fixture's numbers; card-hours to 3 places on the page and in its CSV alike:
+    33,333.33 card-s = 9.259259 card-h -> 9.259, idle 698.981481 -> 698.981."""
     alpha = month_of_three[0]
     statement_build(team=alpha, month=NOV)
     page = admin_page.get("/costs/finance/2026-11/").content.decode()
     assert "data-shared-cards" in page and "5\u202f591.85\u00a0EUR" in page
     assert "Alpha: 9.259 · 1.286\u00a0% · 74.08\u00a0EUR" in page
+    assert '<td class="num">698.981</td>' in page
     rows = list(csv.reader(io.StringIO(
         admin_page.get("/costs/finance/2026-11/?export=shared").content.decode())))  # fmt: skip
     assert rows[0] == list(SHARED_CARD_COLUMNS)
     assert [(r[1], r[5], r[6], r[8]) for r in rows[1:]] == [
-        ("ts-01:0", "alpha", "9.259259", "74.08"), ("ts-01:0", "beta", "9.259259", "74.07"),
-        ("ts-01:0", "gamma", "2.500000", "20.00"), ("ts-01:0", "", "698.981481", "5591.85"),
+        ("ts-01:0", "alpha", "9.259", "74.08"), ("ts-01:0", "beta", "9.259", "74.07"),
+        ("ts-01:0", "gamma", "2.500", "20.00"), ("ts-01:0", "", "698.981", "5591.85"),
     ]  # fmt: skip
     assert sum(Decimal(r[8]) for r in rows[1:]) == Decimal("5760.00")
     team_page = admin_page.get("/costs/alpha/2026-11/").content.decode()

@@ -57,10 +57,12 @@ def test_admin_creates_and_member_reads_consumption(team, team_member, pool_admi
     [row] = listed.json()["results"]
     status = row["status"]
     assert status["period"] == "2026-03-01"
-    assert status["card_hours"]["limit"] == "125.0000"
-    assert status["card_hours"]["used"] == "30.0000"
+    assert status["card_hours"]["limit"] == "125.000"  # card-hours to 3 places, as pages
+    assert status["card_hours"]["used"] == "30.000"
+    assert row["card_hours_limit"] == status["card_hours"]["base_limit"] == "100.000"
     assert status["card_hours"]["percent"] == "24.0"
-    assert status["money"]["limit"] == "375.0000"
+    assert status["money"]["limit"] == "375.0000"  # money to the 4 places a limit is stored
+    assert status["money"]["base_limit"] == "300.0000"
     assert status["money"]["used"] == "90.0000"
     assert status["alert"] is None
 
