@@ -154,9 +154,10 @@ SHOWBACK_COLUMNS = (
     "output_tokens_per_card_hour", "cost", "cost_per_million_output", "currency",
 )  # fmt: skip
 """The statement's serving showback (issue #30): one row per allocation with serving rollups in
-the month. Not a charge: ``cost`` is what its card-hours that served tokens cost at the rate
-card's reserved price, ``cost_per_million_output`` that per million output tokens; empty cells
-are unknown (no price, no token counters, no GPU series), never 0."""
+the month. Not a charge: ``cost`` is what holding its cards cost (``held_card_hours`` x the rate
+card's reserved price, tokens or not), ``cost_per_million_output`` the cost of the card-hours
+that served tokens per million output tokens; empty cells are unknown (no price, no token
+counters, no GPU series), never 0."""
 
 
 def showback_csv(statement: Statement) -> str:

@@ -34,15 +34,27 @@ from pools.serving.selectors import (
 
 @dataclass(frozen=True)
 class ServingEfficiency:
-    """One allocation's (or group's) month: its :class:`Usage`, the cost of its token-covered
-    card-hours (``currency``), that cost per million output tokens, and the rate card's own
-    output-token price when it has one (beside it, for comparison)."""
+    """One allocation's (or group's) month: its :class:`Usage`; ``cost``, what holding its
+    cards cost (held card-hours x the reserved price, whether or not tokens were counted);
+    ``token_cost``, the cost of its token-covered card-hours and that per million output
+    tokens (``cost_per_million_output``), all in ``currency``, ``None`` where part of the time
+    has no price; and the rate card's own output-token price when it has one (beside it, for
+    comparison)."""
 
     usage: Usage
     cost: Decimal | None
+    token_cost: Decimal | None
     currency: str
     cost_per_million_output: Decimal | None
     token_output_price: Decimal | None
+
+
+def _add_cost(total: Decimal | None, card_hours: Decimal, price: Decimal | None):
+    """``total`` plus ``card_hours`` x ``price``; ``None`` (unknown) once some card-hours
+    have no price. No card-hours cost nothing, priced or not."""
+    if not card_hours:
+        return total
+    return None if price is None or total is None else total + card_hours * price
 
 
 def serving_efficiency(
@@ -62,31 +74,29 @@ def serving_efficiency(
     currency = next((p.currency for p in periods if p.currency), None) or "EUR"
     models = {a.pk: a.gpu_model_id for a in allocations}
     parts: dict[int, list[Usage]] = {}
-    costs: dict[int, Decimal | None] = {}
+    held_costs: dict[int, Decimal | None] = {}
+    token_costs: dict[int, Decimal | None] = {}
     for period in periods:
         usage = serving_usage(allocation_ids=models, start=period.start, end=period.end)
         for allocation_id, used in usage.items():
             parts.setdefault(allocation_id, []).append(used)
             price = price_for(period, RateKind.GPU_RESERVED, models[allocation_id], "")
-            if allocation_id not in costs:
-                costs[allocation_id] = Decimal(0)
-            if not used.token_card_hours:
-                continue
-            previous = costs[allocation_id]
-            costs[allocation_id] = (
-                None
-                if price is None or previous is None
-                else previous + used.token_card_hours * price
+            held_costs[allocation_id] = _add_cost(
+                held_costs.get(allocation_id, Decimal(0)), used.held_card_hours, price
+            )
+            token_costs[allocation_id] = _add_cost(
+                token_costs.get(allocation_id, Decimal(0)), used.token_card_hours, price
             )
     output_price = _token_output_price(periods)
     out = {}
     for allocation_id, items in parts.items():
         usage = merge_usage(items)
-        cost = costs.get(allocation_id)
-        per_million = cost_per_million(cost, usage.output_tokens)
+        held, token = held_costs[allocation_id], token_costs[allocation_id]
+        per_million = cost_per_million(token, usage.output_tokens)
         out[allocation_id] = ServingEfficiency(
             usage=usage,
-            cost=None if cost is None else round_money(cost, currency),
+            cost=None if held is None else round_money(held, currency),
+            token_cost=None if token is None else round_money(token, currency),
             currency=currency,
             cost_per_million_output=(
                 None if per_million is None else round_money(per_million, currency)
@@ -172,9 +182,16 @@ def sort_rows(rows: list[dict], key: str) -> tuple[list[dict], str]:
     return known + unknown, key
 
 
+def _sum_known(amounts: Iterable[Decimal | None]) -> Decimal | None:
+    """The amounts added up; ``None`` (unknown) if any is."""
+    amounts = list(amounts)
+    return None if any(a is None for a in amounts) else sum(amounts, Decimal(0))
+
+
 def serving_groups(rows: list[dict]) -> list[dict]:
     """The rows' month efficiency added up per pool x GPU model x team: held and busy
-    card-hours, tokens, tokens per card-hour and the cost per million output tokens."""
+    card-hours, tokens, tokens per card-hour, what holding the cards cost (``cost``) and the
+    cost per million output tokens (of the token-covered card-hours)."""
     groups: dict[tuple, list[dict]] = {}
     for row in rows:
         if row["efficiency"] is None:
@@ -184,10 +201,10 @@ def serving_groups(rows: list[dict]) -> list[dict]:
     out = []
     for (pool, gpu_model, team), items in sorted(groups.items()):
         usage = merge_usage(r["efficiency"].usage for r in items)
-        costs = [r["efficiency"].cost for r in items]
-        cost = None if any(c is None for c in costs) else sum(costs, Decimal(0))
+        cost, token_cost = (_sum_known(r["efficiency"].cost for r in items),
+                            _sum_known(r["efficiency"].token_cost for r in items))  # fmt: skip
         currency = items[0]["efficiency"].currency
-        per_million = cost_per_million(cost, usage.output_tokens)
+        per_million = cost_per_million(token_cost, usage.output_tokens)
         out.append(
             {
                 "pool": pool,

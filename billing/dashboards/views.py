@@ -584,6 +584,9 @@ def _signal_column(name: str) -> Column:
     return Column(name, lambda r: signal_shown(name, r["now"].get(name)))
 
 
+# Per allocation: ``cost`` is what holding its cards cost this month (held card-hours x the
+# reserved price, tokens or not; empty when unpriced), ``cost_per_million_output`` that of the
+# card-hours that served tokens per million output tokens (:mod:`billing.dashboards.serving`).
 SERVING_COLUMNS = [
     Column("allocation", lambda r: r["allocation"].pk),
     Column("team", lambda r: r["allocation"].team.slug),

@@ -92,6 +92,8 @@ def test_hours_without_token_series_are_not_priced_against_the_tokens(priced, te
     assert result.usage.held_card_hours == Decimal("4.000")
     assert result.usage.output_tokens_per_card_hour == Decimal("360000.0")
     assert result.cost_per_million_output == Decimal("5.28")
+    # holding the cards cost all 4.0 card-h x 1.90 = 7.60, tokens or not; 3.80 served tokens
+    assert (result.cost, result.token_cost) == (Decimal("7.60"), Decimal("3.80"))
 
 
 def test_without_a_price_the_cost_is_unknown_not_zero(team):
@@ -99,6 +101,7 @@ def test_without_a_price_the_cost_is_unknown_not_zero(team):
     hour_of_rollups(allocation, HOUR)
     result = serving_efficiency(allocations=[allocation], month=MONTH)[allocation.pk]
     assert result.cost is None and result.cost_per_million_output is None
+    assert result.token_cost is None
     assert result.usage.output_tokens == 720_000
 
 
@@ -125,6 +128,33 @@ def test_groups_add_up_allocations_of_one_pool_model_and_team(priced, team):
     assert group["usage"].output_tokens == 1_080_000
     assert group["cost"] == Decimal("7.60")
     assert group["cost_per_million_output"] == Decimal("7.04")
+
+
+def test_the_dashboard_csvs_price_held_card_hours_without_tokens(admin_page, team, priced):
+    """An nlp allocation of 2 L40S whose engine reported no tokens for an hour: held
+    2 x 12 x 300 s = 2.0 card-h x 1.90 EUR = 3.80 EUR of cost (it was 0.00: only token-covered
+    card-hours were priced), no cost per million output tokens. Both dashboard CSVs, per
+    allocation and per pool x model x team, say 3.80; unpriced it would be empty, not 0."""
+    allocation = AllocationFactory(
+        team=team,
+        card_count=2,
+        status=AllocationStatus.ACTIVE,
+        starts_at=datetime.now(UTC) - timedelta(days=1),
+        ends_at=datetime.now(UTC) + timedelta(days=1),
+    )
+    start = bucket_floor(datetime.now(UTC), 3600) - timedelta(hours=1)
+    hour_of_rollups(allocation, start, output=None, prompt=None)
+
+    def rows(export):
+        answer = admin_page.get(f"/dashboard/?export={export}")
+        return list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
+
+    [row] = rows("serving-allocations")
+    assert (row["allocation"], row["month_held_card_hours"]) == (str(allocation.pk), "2.000")
+    assert (row["cost"], row["cost_per_million_output"], row["currency"]) == ("3.80", "", "EUR")
+    [group] = rows("serving")
+    assert (group["held_card_hours"], group["cost"], group["cost_per_million_output"]) == (
+        "2.000", "3.80", "")  # fmt: skip
 
 
 def test_sorting_puts_unknown_last_both_ways(priced, team):
