@@ -266,6 +266,19 @@ def _plan_chart(plan, rows, days) -> dict:
     }  # fmt: skip
 
 
+def _plan_chart_label(chart: dict) -> str:
+    """The plan chart's text for screen readers, naming the bars it draws (from
+    :func:`_plan_chart`'s datasets, so a bar drawn is a bar named): ``"Cards held per day by
+    allocated (approved and later), recurring reservations and maintenance, with pending
+    (submitted) requests stacked on top, against usable cards"``."""
+    *held, pending = (d["label"] for d in chart["datasets"] if d["type"] == "bar")
+    named = held[0] if len(held) == 1 else f"{', '.join(held[:-1])} and {held[-1]}"
+    return (
+        f"Cards held per day by {named}, with {pending} requests stacked on top, "
+        "against usable cards"
+    )
+
+
 def _utilisation_chart(history: utilisation.UtilisationHistory) -> dict:
     """Chart.js line data: mean utilisation % per pool × model at each step, local time."""
     return {
@@ -503,13 +516,15 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
     borrowed = borrowed_cards_by_pool(now=now)
     unplaced = board.plan.get(("", ""))
     range_key = request.GET.get("range")
+    chart = _plan_chart(board.plan, board.rows, board.days)
     return {
         "form": form,
         "filters": filters,
         "rows": board.rows,
         "totals": _totals(board, borrowed),
         "borrowed_by_pool": borrowed,
-        "chart": _plan_chart(board.plan, board.rows, board.days),
+        "chart": chart,
+        "plan_chart_label": _plan_chart_label(chart),
         "unplaced_pending": unplaced.unplaced_pending if unplaced else 0,
         "plan_zone": timezone.get_current_timezone_name(),  # the plan's days are local days
         "forecasts": board.forecasts,

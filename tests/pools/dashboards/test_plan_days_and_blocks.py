@@ -154,3 +154,31 @@ def test_the_plan_csv_has_local_days_and_the_blocked_cards(admin_page):
     assert (day5["day"], day5["allocated_cards_at_peak"], day5["recurring_cards_at_peak"],
             day5["maintenance_cards_at_peak"], day5["allocated_peak_at"]) == (
         "2026-12-12", "2", "0", "4", "2026-12-12T06:00:00+01:00")  # fmt: skip
+
+
+def _plan_chart_label(admin_page) -> str:
+    with mock.patch("django.utils.timezone.now", return_value=NOW):
+        page = admin_page.get("/dashboard/").content.decode()
+    canvas = page[page.index('<canvas id="plan-chart"') :]
+    return canvas[canvas.index('aria-label="') + len('aria-label="') : canvas.index('"></canvas>')]
+
+
+@pytest.mark.usefixtures("blocked")
+def test_the_plan_charts_label_names_the_bars_it_draws(admin_page):
+    """With the course's recurring reservation and inf-01's maintenance window the chart
+    draws four bars (allocated, recurring, maintenance, pending) and a line; its text for
+    screen readers names them all, as the chart's legend does."""
+    assert _plan_chart_label(admin_page) == (
+        "Cards held per day by allocated (approved and later), recurring reservations and "
+        "maintenance, with pending (submitted) requests stacked on top, against usable cards"
+    )
+
+
+def test_without_reservations_or_maintenance_the_plan_charts_label_names_allocations(
+    admin_page, infer_pool, l40s
+):
+    """No recurring reservation, no maintenance window: neither bar is drawn nor named."""
+    assert _plan_chart_label(admin_page) == (
+        "Cards held per day by allocated (approved and later), with pending (submitted) "
+        "requests stacked on top, against usable cards"
+    )
