@@ -2,7 +2,8 @@
 
 from django import template
 from django.http import QueryDict
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from pools.serving.precision import SHOWN_PLACES, signal_shown
 from pools.web.numbers import card_hours_text
@@ -60,6 +61,14 @@ def grouped(value, places: int = 0):
     if value is None or value == "":
         return "—"
     return grouped_number(value, int(places))
+
+
+@register.filter
+def break_at_dots(code) -> SafeString:
+    """``{{ e.action|break_at_dots }}`` -> ``request<wbr>.submitted``: a dotted code, escaped,
+    free to wrap before each dot and nowhere else (with ``code.dotted``'s CSS, which stops
+    ``code``'s break-anywhere), so a narrow cell never splits ``submit`` / ``ted``."""
+    return format_html_join(mark_safe("<wbr>."), "{}", ((part,) for part in str(code).split(".")))
 
 
 @register.filter

@@ -78,3 +78,25 @@ def test_evidence_and_why_keep_their_words_whole(browser, live_server, tmp_path)
     assert page.evaluate(BROKEN_RUNS, "[data-why]") == []
     assert page.evaluate("document.documentElement.scrollWidth") <= 390
     context.close()
+
+
+def test_audit_action_codes_wrap_at_a_dot_or_not_at_all(browser, live_server, tmp_path):
+    """Every demo request's audit trail at 390 px: each action code ("request.submitted")
+    keeps the words between its dots whole (beside a long Why it read "request.submitt" /
+    "ed"), the page no wider than the screen. A wrap at a dot is allowed: the break point
+    there (``<wbr>``) starts a text node of its own, so no run spans it."""
+    call_command("load_demo", verbosity=0)
+    from pools.capacity.models import CapacityRequest
+
+    context, page = _sign_in(browser, live_server, "admin", 390, 844)
+    broken, seen = {}, set()
+    for pk in CapacityRequest.objects.order_by("pk").values_list("pk", flat=True):
+        page.goto(f"{live_server.url}/requests/{pk}/")
+        page.wait_for_load_state("networkidle")
+        seen.update(page.locator("[data-audit-trail] code").all_inner_texts())
+        page.screenshot(path=str(tmp_path / f"request-{pk}-390.png"), full_page=True)
+        broken[pk] = page.evaluate(BROKEN_RUNS, "[data-audit-trail] code")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    context.close()
+    assert {"request.submitted", "request.approved", "request.rejected"} <= seen
+    assert {pk: runs for pk, runs in broken.items() if runs} == {}
