@@ -236,9 +236,9 @@ TOP_ALLOCATION_COLUMNS = (
     "reserved_card_hours", "cost", "currency",
 )  # fmt: skip
 """The month's dearest reserved allocations (:func:`billing.selectors.top_allocations`, the
-page's table) as CSV: card-hours to the places the pages show them with (3) and the cost to the currency's minor unit,
-plain decimals; ``mig_profile`` empty for whole cards (``cards`` then counts cards, else
-slices)."""
+page's table) as CSV: card-hours to the 3 places the page shows them with, the cost to the
+currency's minor unit, plain decimals; ``mig_profile`` empty for whole cards (``cards`` then
+counts cards, else slices)."""
 
 
 def top_allocations_csv(month, rows) -> str:

@@ -155,3 +155,23 @@ def test_a_limit_the_column_cannot_hold_is_said_in_the_users_terms(
     assert answer.status_code == 400
     assert answer.json()["errors"] == {field: [said]}
     assert not Budget.objects.exists()
+
+
+def test_card_hours_read_to_three_places_half_up_and_money_to_four():
+    """Card-hours as pages show them: used 959.7185 -> 959.719 (half-up; half-even would give
+    959.718), limit 1128 -> 1128.000, remaining 1128 - 959.7185 = 168.2815 -> 168.282,
+    percent 959.7185 / 1128 = 85.08 % -> 85.1. Money keeps its 4 stored places: 300 ->
+    300.0000, used 12.5 -> 12.5000."""
+    from billing.budgets.api import CardHoursDimensionSerializer, MoneyDimensionSerializer
+    from billing.budgets.selectors import Dimension
+
+    hours = Dimension(unit="card-hours", base_limit=Decimal(1128), rollover=Decimal(0),
+                      used=Decimal("959.7185"))  # fmt: skip
+    data = CardHoursDimensionSerializer(hours).data
+    assert (data["base_limit"], data["rollover"], data["limit"]) == (
+        "1128.000", "0.000", "1128.000")  # fmt: skip
+    assert (data["used"], data["remaining"], data["percent"]) == ("959.719", "168.282", "85.1")
+    money = Dimension(unit="EUR", base_limit=Decimal(300), rollover=Decimal(0),
+                      used=Decimal("12.5"))  # fmt: skip
+    data = MoneyDimensionSerializer(money).data
+    assert (data["limit"], data["used"], data["remaining"]) == ("300.0000", "12.5000", "287.5000")
