@@ -41,10 +41,10 @@ class MoneyDimensionSerializer(serializers.Serializer):
 
 
 class CardHoursDimensionSerializer(serializers.Serializer):
-    """The card-hour limit over the period (``unit`` ``card-hours``), its fields as
-    :class:`MoneyDimensionSerializer`'s but every amount in card-hours to
-    :data:`pools.web.numbers.CARD_HOUR_PLACES` decimals, rounded half-up, as the pages, the
-    CSVs and the budget's own ``card_hours_limit`` give them (``959.7186`` -> ``"959.719"``)."""
+    """The card-hour limit over the period (``unit`` ``card-hours``), the same fields as the
+    money limit's but every amount in card-hours to 3 decimals (CARD_HOUR_PLACES), rounded
+    half-up, as the pages, the CSVs and the budget's own ``card_hours_limit`` give them
+    (``959.7186`` -> ``"959.719"``)."""
 
     unit = serializers.CharField()
     base_limit = _amount(CARD_HOUR_PLACES, rounding=ROUND_HALF_UP)
