@@ -33,7 +33,7 @@ from pools.capacity.lifecycle import CHARGED_STATUSES
 from pools.capacity.models import Allocation
 from pools.common.choices import PricingMethod
 from pools.dashboards.stranded import StrandedRow
-from pools.reclamation.card_timeline import card_pieces
+from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.tenancy.models import Team
 from pools.web.numbers import grouped
 
@@ -394,20 +394,23 @@ def allocations_cost_so_far(
     """Allocation id -> its reserved cost so far (:class:`AllocationCost`), with the statements'
     price lookup (:func:`billing.rate_periods.price_for` on the period
     :func:`billing.rate_periods.rate_period_at` gives for ``now``). Card-hours are those of
-    :func:`held_card_hours` over ``[starts_at, min(now, ends_at))``; an allocation released,
-    reclaimed or never charged counts as its statuses' charging says (``CHARGED_STATUSES``:
-    cancelled ones hold nothing). A rate change inside the window is not split: the whole is at
-    today's price, like the forecast of :func:`teams_cost_so_far`. One query for the rate card.
-    """
+    :func:`held_card_hours` over ``[starts_at, min(now, ends_at))`` with the cards held at each
+    moment, as the reservation import charges them (a reclamation's shrink, end or undo:
+    :func:`pools.reclamation.card_timeline.card_changes`); an allocation released, reclaimed or
+    never charged counts as its statuses' charging says (``CHARGED_STATUSES``: cancelled ones
+    hold nothing). A rate change inside the window is not split: the whole is at today's price,
+    like the forecast of :func:`teams_cost_so_far`. Two queries: the card changes, the rate
+    card."""
     allocations = list(allocations)
     if not allocations:
         return {}
+    changes = card_changes(a.pk for a in allocations)
     period = rate_period_at(now, zone=billing_zone())
     out = {}
     for a in allocations:
         end = min(now, a.ends_at)
         hours = (
-            held_card_hours(a, a.starts_at, end)
+            held_card_hours(a, a.starts_at, end, changes.get(a.pk, ()))
             if a.status in CHARGED_STATUSES and end > a.starts_at
             else Decimal(0)
         )

@@ -6,6 +6,7 @@ Lists and details are scoped by the selectors (a member sees their teams' object
 
 from __future__ import annotations
 
+from django.core.exceptions import ObjectDoesNotExist
 from django.utils import timezone
 from drf_spectacular.utils import OpenApiExample, OpenApiParameter, extend_schema
 from rest_framework import mixins, serializers, status, viewsets
@@ -13,7 +14,6 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.capacity import selectors
-from pools.capacity.arithmetic import card_hours
 from pools.capacity.budget_gate import budget_verdicts
 from pools.capacity.filtersets import AllocationFilterSet, CapacityRequestFilterSet
 from pools.capacity.models import Allocation, CapacityRequest
@@ -23,7 +23,7 @@ from pools.capacity.services import allocations as allocation_services
 from pools.capacity.services import classes as class_services
 from pools.capacity.services import idempotency
 from pools.capacity.services import requests as request_services
-from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
+from pools.capacity.slices import PROFILE_MAX_LENGTH
 from pools.classes.models import WorkloadClass
 from pools.common.choices import RequestKind, RequestStatus, WorkloadKind
 from pools.common.validators import MAX_REQUEST_CARDS
@@ -34,6 +34,15 @@ from pools.web.api import AwareDateTimeField, SlugLookupField, VisibleTeamField
 from pools.web.csv_numbers import plain_number
 from pools.web.numbers import CARD_HOUR_PLACES
 from scheduler_adapters.types import MAX_GPUS_PER_NODE
+
+
+class _WindowCardHoursList(serializers.ListSerializer):
+    """Many allocations: their window card-hours (the cards held over time) read at once."""
+
+    def to_representation(self, data):
+        rows = list(data.all() if hasattr(data, "all") else data)
+        self.context["window_card_hours"] = selectors.allocations_window_card_hours(rows)
+        return super().to_representation(rows)
 
 
 class AllocationSerializer(serializers.ModelSerializer):
@@ -48,6 +57,7 @@ class AllocationSerializer(serializers.ModelSerializer):
 
     class Meta:
         model = Allocation
+        list_serializer_class = _WindowCardHoursList
         fields = [
             "id",
             "request",
@@ -70,11 +80,14 @@ class AllocationSerializer(serializers.ModelSerializer):
         ]
 
     def get_card_hours(self, obj) -> str:
-        """Reserved card-hours of the whole window, 2 decimals (cards × hours; a MIG slice
-        counts its share of a card, ``g``/7)."""
-        share = card_share(obj.mig_profile, model_key=obj.gpu_model.slug)
-        held = card_hours(obj.card_count, obj.starts_at, obj.ends_at)
-        return f"{held * share.numerator / share.denominator:.2f}"
+        """Reserved card-hours of the whole window, 2 decimals (cards × hours, with the cards
+        held at each moment: a reclamation shrink changes them from then on, as the reservation
+        import charges; a MIG slice counts its share of a card, ``g``/7). Read for every
+        allocation of a list at once (:class:`_WindowCardHoursList`), else one query here."""
+        known = self.context.setdefault("window_card_hours", {})
+        if obj.pk not in known:
+            known.update(selectors.allocations_window_card_hours([obj]))
+        return f"{known[obj.pk]:.2f}"
 
 
 class AllocationDetailSerializer(AllocationSerializer):
@@ -150,12 +163,20 @@ class MigProfileField(serializers.CharField):
 
 
 class _BudgetsNowList(serializers.ListSerializer):
-    """Many requests: the budgets' verdicts now on the submitted ones, all read at once."""
+    """Many requests: the budgets' verdicts now on the submitted ones and their allocations'
+    window card-hours, all read at once."""
 
     def to_representation(self, data):
         rows = list(data.all() if hasattr(data, "all") else data)
         submitted = [r for r in rows if r.status == RequestStatus.SUBMITTED]
         self.context["budgets_now"] = budget_verdicts(requests=submitted)
+        allocations = []
+        for row in rows:
+            try:
+                allocations.append(row.allocation)
+            except ObjectDoesNotExist:  # not approved (yet)
+                continue
+        self.context["window_card_hours"] = selectors.allocations_window_card_hours(allocations)
         return super().to_representation(rows)
 
 

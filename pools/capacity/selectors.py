@@ -6,6 +6,7 @@ import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
+from decimal import Decimal
 
 from django.conf import settings
 from django.db.models import (
@@ -25,9 +26,11 @@ from django.db.models.functions import RowNumber
 from django.db.models.query import RawQuerySet
 from django.utils.module_loading import import_string
 
+from pools.capacity.arithmetic import card_hours
 from pools.capacity.availability import peaks_by_pool_model
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
+from pools.capacity.slices import card_share
 from pools.common.generation import cached
 from pools.tenancy.models import Team
 from pools.tenancy.roles import sees_every_team
@@ -387,6 +390,27 @@ def allocations_cost_so_far(allocations, *, now) -> dict:
     pools do not import billing); ``{}`` without one."""
     provider = getattr(settings, "ALLOCATION_COSTS_SO_FAR", "")
     return import_string(provider)(allocations=allocations, now=now) if provider else {}
+
+
+def allocations_window_card_hours(allocations) -> dict[int, Decimal]:
+    """Allocation id -> card-hours of its whole window (``Decimal``, unrounded), with the cards
+    it held at each moment: a reclamation's shrink, end or undo changes them from then on
+    (:func:`pools.reclamation.card_timeline.card_pieces` through the function
+    ``settings.ALLOCATION_CARD_PIECES`` names; reclamation sits above capacity), the latest
+    ``card_count`` without one. A MIG slice counts its share of a card (``g``/7). One query;
+    reads each allocation's ``gpu_model`` slug (join it)."""
+    allocations = list(allocations)
+    provider = getattr(settings, "ALLOCATION_CARD_PIECES", "")
+    pieces = import_string(provider)(allocations=allocations) if provider and allocations else {}
+    out = {}
+    for a in allocations:
+        spans = [(p.cards, p.start, p.end) for p in pieces.get(a.pk, ())] or [
+            (a.card_count, a.starts_at, a.ends_at)
+        ]
+        held = sum((card_hours(cards, start, end) for cards, start, end in spans), Decimal(0))
+        share = card_share(a.mig_profile, model_key=a.gpu_model.slug)
+        out[a.pk] = held * share.numerator / share.denominator
+    return out
 
 
 def unrepaired_drifts() -> QuerySet[SchedulerDrift]:

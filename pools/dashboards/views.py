@@ -136,8 +136,10 @@ def my_teams(request):
 def _allocation_rows(allocations: list, now) -> list[dict]:
     """The allocations table's rows: each allocation with the cards it holds now (an elastic
     one's ``cards_held``, between its floor ``card_count`` and its ``ceiling``; others their
-    ``card_count``), time left, card-hours held so far after any reclamation and in its whole
-    window (card-hours of its ``card_count``), progress (%), link and window text."""
+    ``card_count``), time left, card-hours held so far and in its whole window, both with the
+    cards held at each moment (a reclamation's shrink or undo:
+    :mod:`pools.reclamation.card_timeline`, as the reservation import charges them; the latest
+    ``card_count`` from then on), progress (%), link and window text."""
     changes = card_changes(a.pk for a in allocations)
     elastic = elastic_cards_by_allocation(allocation_ids=[a.pk for a in allocations])
     detail_url = UrlOfId("pools:request-detail")
@@ -145,12 +147,13 @@ def _allocation_rows(allocations: list, now) -> list[dict]:
     for allocation in allocations:
         elapsed = max(timedelta(0), min(now, allocation.ends_at) - allocation.starts_at)
         total = allocation.ends_at - allocation.starts_at
+        pieces = card_pieces(allocation, changes.get(allocation.pk, ()))
         held_so_far = sum(
-            (
-                card_hours(piece.cards, piece.start, min(piece.end, now))
-                for piece in card_pieces(allocation, changes.get(allocation.pk, ()))
-            ),
+            (card_hours(piece.cards, piece.start, min(piece.end, now)) for piece in pieces),
             Decimal(0),
+        )
+        window = sum(
+            (card_hours(piece.cards, piece.start, piece.end) for piece in pieces), Decimal(0)
         )
         cards, ceiling = elastic.get(allocation.pk, (allocation.card_count, None))
         rows.append(
@@ -161,9 +164,7 @@ def _allocation_rows(allocations: list, now) -> list[dict]:
                 "ceiling": ceiling,
                 "time_left": allocation.ends_at - now if allocation.ends_at > now else None,
                 "held_card_hours": held_so_far,
-                "window_card_hours": card_hours(
-                    allocation.card_count, allocation.starts_at, allocation.ends_at
-                ),
+                "window_card_hours": window,
                 "progress": round(100 * elapsed / total) if total else 0,
                 "url": detail_url(allocation.request_id),
                 "window": f"{minute_text(allocation.starts_at)} → "

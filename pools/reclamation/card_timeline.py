@@ -66,3 +66,14 @@ def card_changes(allocation_ids: Iterable[int]) -> dict[int, list[tuple[datetime
         if state == IdleFindingState.UNDONE and closed_at is not None:
             changes[allocation_id].append((closed_at, kept, before))
     return changes
+
+
+def allocations_card_pieces(*, allocations: Iterable[Allocation]) -> dict[int, list[CardPiece]]:
+    """Allocation id -> its :func:`card_pieces` for every allocation of ``allocations`` (one
+    piece of its ``card_count`` when reclamation never changed it). For pages and APIs below
+    this module (``settings.ALLOCATION_CARD_PIECES``). One query; ``{}`` for none."""
+    allocations = list(allocations)
+    if not allocations:
+        return {}
+    changes = card_changes(a.pk for a in allocations)
+    return {a.pk: card_pieces(a, changes.get(a.pk, ())) for a in allocations}

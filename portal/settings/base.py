@@ -551,6 +551,10 @@ SIZING_CARD_HOUR_PRICES = "billing.sizing_prices.reserved_card_hour_prices"
 TEAM_COSTS_SO_FAR = "billing.dashboards.costs.teams_cost_so_far"
 # An allocation's reserved cost so far (its page and the API), priced the same way.
 ALLOCATION_COSTS_SO_FAR = "billing.dashboards.costs.allocations_cost_so_far"
+# The cards an allocation held over time after a reclamation shrink, end or undo (the rule the
+# reservation import charges by); a dotted path because pools.reclamation sits above
+# pools.capacity, whose API counts an allocation's window card-hours with it.
+ALLOCATION_CARD_PIECES = "pools.reclamation.card_timeline.allocations_card_pieces"
 # What elastic scale decisions added or released, and the period's burst, priced as burst lines.
 ELASTIC_SCALE_COSTS = "billing.elastic_costs.elastic_scale_costs"
 # Issue 35: a what-if's burst priced with and without the burst pool (pools do not import billing).

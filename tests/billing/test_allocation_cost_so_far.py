@@ -8,13 +8,19 @@ from decimal import Decimal
 from unittest import mock
 
 import pytest
-from factories import AllocationFactory, RateCardEntryFactory, RateCardFactory
+from factories import (
+    AllocationFactory,
+    IdleFindingFactory,
+    RateCardEntryFactory,
+    RateCardFactory,
+)
 
 from billing.dashboards.costs import allocations_cost_so_far, teams_cost_so_far
 from billing.services.statements import statement_build
 from billing.services.usage_import import usage_import_reservations
 from pools.common.choices import AllocationStatus, PricingMethod
 from pools.inventory.models import GpuModel
+from pools.reclamation.services.scan import allocation_reclaim
 
 pytestmark = pytest.mark.django_db
 
@@ -149,3 +155,44 @@ def test_an_allocation_reads_as_its_statement_line(team, card, team_member, clie
     row = dashboard[dashboard.index(f"/requests/{allocation.request_id}/") :]
     assert '<td class="num">2.025</td>' in row[: row.index("</tr>")]
     assert '<td class="num">2.025</td>' in statement_page
+
+
+def _shrunk_at_noon(team):
+    """4 L40S 10 Dec 10:00 -> 20:00, reclaimed down to 1 card at 12:00 by the
+    idle scan's one reclaim path."""
+    allocation = AllocationFactory(
+        team=team, card_count=4, gpu_model=GpuModel.objects.get(slug="l40s"),
+        status=AllocationStatus.ACTIVE, starts_at=NOW.replace(hour=10),
+        ends_at=NOW.replace(hour=20),
+    )  # fmt: skip
+    finding = IdleFindingFactory(allocation=allocation, first_seen_at=NOW.replace(hour=11))
+    reclaimed = allocation_reclaim(
+        finding, allocation, keep=1, why="idle", now=NOW.replace(hour=12), actor=None
+    )
+    assert reclaimed is not None
+    allocation.refresh_from_db()
+    assert allocation.card_count == 1
+    return allocation
+
+
+def test_a_shrink_keeps_the_cards_held_before_it(team, card):
+    """At 14:00: 4 cards 10:00 -> 12:00 (8 card-h) + 1 card 12:00 -> 14:00 (2) = 10 card-h ×
+    1.25 EUR = 12.50 EUR (the latest count alone read 4 card-h, 5.00 EUR) — what the
+    reservation import charges the team for the same hours."""
+    allocation = _shrunk_at_noon(team)
+    two_pm = NOW.replace(hour=14)
+    cost = allocations_cost_so_far(allocations=[allocation], now=two_pm)[allocation.pk]
+
+    assert (cost.card_hours, cost.amount, cost.currency) == (Decimal(10), Decimal("12.50"), "EUR")
+    usage_import_reservations(start=DEC_1, end=two_pm, now=two_pm)
+    assert teams_cost_so_far(team_ids=[team.pk], now=two_pm)[team.pk].to_date == Decimal("12.50")
+
+
+def test_after_the_window_a_shrink_still_counts_its_cards_before(team, card):
+    """Asked after the window (22:00): 4 × 2 + 1 × 8 = 16 card-h × 1.25 = 20.00 EUR."""
+    allocation = _shrunk_at_noon(team)
+    cost = allocations_cost_so_far(allocations=[allocation], now=NOW.replace(hour=22))
+    assert (cost[allocation.pk].card_hours, cost[allocation.pk].amount) == (
+        Decimal(16),
+        Decimal("20.00"),
+    )
