@@ -56,9 +56,7 @@ def test_an_allocation_task_finds_its_allocation_deleted(
 ):
     caplog.set_level(logging.WARNING, logger="pools.jobs")
     now = timezone.now()
-    allocation_id = _deleted(
-        AllocationFactory(status=status, starts_at=now - timedelta(hours=1))
-    )
+    allocation_id = _deleted(AllocationFactory(status=status, starts_at=now - timedelta(hours=1)))
     events_before = AuditEvent.objects.count()
 
     result = _run(task_name, allocation_id)

@@ -6,7 +6,8 @@ That unbind reads no reservation in the allocation's binding (none is stored bef
 returns) and lowers the cap before the apply raises it again with the cards it counted before
 the release; the apply then creates the reservation. So the apply, finding the allocation no
 longer holding cards, stores what it applied and queues the unbind again, which takes both
-back (``allocation_provision``). Numbers: 4 A100 on one node ``fake-gpu-a100``, all placed, so
+back (``allocation_provision``); the rebind after a reclamation does the same
+(``allocation_rebind``). Numbers: 4 A100 on one node ``fake-gpu-a100``, all placed, so
 the whole node is reserved as ``portal-alloc-<id>``; the team's cap is 4 while the allocation
 holds and 0 once it does not (its only allocation)."""
 
@@ -116,3 +117,27 @@ def test_a_delete_during_the_first_apply_takes_back_its_cap_and_reservation(fake
     assert not Allocation.objects.filter(pk=allocation.pk).exists()
     assert fake_slurm.get_gpu_limits("vision")[0].cards == 0
     assert fake_slurm.get_reservation(name) is None
+
+
+def test_a_release_during_a_rebind_takes_back_what_the_rebind_put_back(fake_slurm, setup):
+    """After a reclamation shrink (or its undo) the rebind applies the allocation again; a
+    release landing meanwhile has its unbind delete the reservation and lower the cap to 0,
+    then the rebind creates the one and raises the other to the 4 cards it counted."""
+    pool, a100, team, bob, _admin = setup
+    allocation = _placed(pool, a100, team)
+    name = f"portal-alloc-{allocation.pk}"
+    assert current_app.tasks[jobs.ALLOCATION_PROVISION].apply(args=[allocation.pk]).get() == (
+        "active"
+    )
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 4
+    _when_the_apply_is_in_flight(
+        fake_slurm, lambda: allocation_release(allocation=allocation, actor=bob, reason="done")
+    )
+
+    current_app.tasks[jobs.ALLOCATION_REBIND].apply(args=[allocation.pk]).get()
+
+    allocation.refresh_from_db()
+    assert allocation.status == AllocationStatus.ENDED
+    assert fake_slurm.get_gpu_limits("vision")[0].cards == 0
+    assert fake_slurm.get_reservation(name) is None
+    assert "reservation_removed_at" in allocation.scheduler_binding
