@@ -21,7 +21,10 @@ of the pools of the scheduler and cluster they read, so a reservation in one poo
 usage in another pool or cluster: a Slurm job's ``where`` is its partition, an allocation's its
 pool's partition (``None`` for a pool without one: the whole cluster, as its account's cap);
 a Kubernetes use's is its namespace, an allocation's the namespace of its scheduler binding (the
-team's quota there). Each pool's usage comes from one import at any moment (a Slurm cluster's
+team's quota there). So the Kubernetes pools of one cluster are one place: the team's quota in
+its namespace is the sum of its cards in all of them and pods are not kept to a pool's nodes,
+so its reservations there cover its usage on any of their nodes together (never beyond their
+cards; ``tests/billing/test_reserved_cover_pools.py``). Each pool's usage comes from one import at any moment (a Slurm cluster's
 accounting; the one Prometheus that bills a Kubernetes cluster then), so no two imports share
 the same reserved cards.
 
