@@ -283,9 +283,7 @@ def test_a_use_takes_its_own_places_reservation_before_a_whole_clusters():
     }
 
 
-def test_two_kubernetes_pools_of_one_cluster_cover_as_the_namespace_quota_allows(
-    team, a100, rates
-):
+def test_two_kubernetes_pools_of_one_cluster_cover_as_the_namespace_quota_allows(team, a100, rates):
     """Two Kubernetes pools of the environment's cluster with the same model are one place
     for the cover: the team's namespace ``team-nlp`` and its quota are per cluster, summed over
     both pools (``kubernetes_quota_wanted``), and pods are not pinned to a pool's nodes.
