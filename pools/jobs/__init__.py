@@ -78,12 +78,14 @@ def run_unless_gone(service: Callable[..., Any], /, *, gone: Any = None, **ids: 
     service, the ids, what was missing) and the task finishes -- no retry, no failure.
 
     Only for services that read the row before they write anything, or write in a transaction
-    the missing row rolls back: then a missing row leaves nothing half-written. Other errors
-    (a :class:`~scheduler_adapters.errors.SchedulerError` the task retries) pass through."""
+    the missing row rolls back, or take back themselves what they wrote outside it (a
+    provision that finds its allocation deleted after the scheduler applied it): then a missing
+    row leaves nothing half-written. Other errors (a
+    :class:`~scheduler_adapters.errors.SchedulerError` the task retries) pass through."""
     try:
         return service(**ids)
     except (ObjectDoesNotExist, NotFound) as exc:
-        logger.warning("%s(%s): gone before it ran (%s); nothing done", service.__name__, ids, exc)
+        logger.warning("%s(%s): row gone (%s); task finished", service.__name__, ids, exc)
         return gone
 
 

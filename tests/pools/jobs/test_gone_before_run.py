@@ -67,7 +67,7 @@ def test_an_allocation_task_finds_its_allocation_deleted(
     [warning] = _gone_warnings(caplog, service)
     assert warning.startswith(f"{service}({{'allocation_id': {allocation_id}")
     assert warning.endswith(
-        "): gone before it ran (Allocation matching query does not exist.); nothing done"
+        "): row gone (Allocation matching query does not exist.); task finished"
     )
 
 
