@@ -573,9 +573,9 @@ def allocation_plan(
     and maintenance windows of the 8 weeks (:func:`_plan_blocked`), the held cards' peaks
     (:func:`_held_peaks`, kept per allocations' generation: one query when the cache has them
     not; one for the allocations a reclamation changed today, two more when there are any:
-    the days before are counted with the cards they held then), those held now (the few thousand started, from the index
-    ``allocation_holding_started`` alone), the submitted requests' windows that name their
-    pool and model (swept as the allocations are,
+    the days before are counted with the cards they held then), those held now (the few
+    thousand started, from the index ``allocation_holding_started`` alone), the submitted
+    requests' windows that name their pool and model (swept as the allocations are,
     :func:`pools.capacity.availability.peaks_by_pool_model`) and the sum of those that do not.
 
     The held and pending peaks of a day may fall at different instants, so ``held + pending``
