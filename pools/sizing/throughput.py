@@ -1099,6 +1099,48 @@ def cuda_graph_padding_tokens(
     return extra * dp * share
 
 
+def decode_attention_flops_per_context_token(model: ModelArch) -> int:
+    """FLOPs one decoding query token spends per cached context token, summed over layers.
+
+    Standard attention: 4 x layers x heads x head_dim (QK^T and PV, two FLOPs a multiply-add).
+    Multi-head latent attention (``model.is_mla``) decodes in its absorbed form, each query head
+    attending to the compressed latent itself: QK^T over ``kv_lora_rank`` + ``qk_rope_head_dim``
+    values and PV over ``kv_lora_rank``, so 2 x layers x heads x (2 x ``kv_lora_rank`` +
+    ``qk_rope_head_dim``) - DeepSeek-V3 technical report §2.1.1 (arXiv:2412.19437: "W^UK can be
+    absorbed into W^Q, and W^UV into W^O"), as TensorRT-LLM's and FlashMLA's decode kernels run
+    it; the non-absorbed head_dim of 192 would count 2.8x too few. DeepSeek-V3 (61 layers, 128
+    heads, rank 512, rope 64): 2 x 61 x 128 x 1,088 = 16,990,208 (standard form: 4 x 61 x 128 x
+    192 = 5,996,544). Prompts attend in the standard form (:func:`prefill_flops`).
+    """
+    if model.is_mla:
+        return (
+            2
+            * model.num_layers
+            * model.num_attention_heads
+            * (2 * model.kv_lora_rank + model.qk_rope_head_dim)
+        )
+    return 4 * model.num_layers * model.attention_width
+
+
+def decode_attention_rate(
+    *, model: ModelArch, gpu: GpuSpec, kv_bits: int, tp: int, efficiency: float, rate: float
+) -> float:
+    """FLOP/s of the decode attention kernels on ``tp`` cards that multiply 16-bit attention at
+    ``rate``: multi-head latent attention against an FP8 KV cache on a card with FP4 tensor cores
+    (Blackwell) multiplies in FP8, ``tp`` x FP8 peak x ``efficiency``; everything else at
+    ``rate``. Measured: NVIDIA aiconfigurator's tables of TensorRT-LLM's MLA generation op
+    (ai-dynamo/aiconfigurator @095f58a5, ``systems/data/{b200_sxm,h200_sxm}/mla/trtllm/
+    1.3.0rc20/generation_mla_perf.parquet``, 128 heads, batch 512, context 8,192, FLOPs as
+    :func:`decode_attention_flops_per_context_token`): a B200 reaches 2,525 TFLOPS with an FP8
+    KV cache - above its 2,250 TFLOPS BF16 peak - and 1,408 with a BF16 one; an H200 700 and 633,
+    both within its 989 BF16 peak (Hopper's MLA kernel multiplies in BF16 whatever the cache).
+    One B200, 4,500 FP8 TFLOPS, at 0.55: 2.475e15 FLOP/s.
+    """
+    if model.is_mla and kv_bits == 8 and fp4_dense_tflops(gpu) and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops * 1e12 * tp * efficiency
+    return rate
+
+
 def replica_throughput(
     *,
     model: ModelArch,
@@ -1199,6 +1241,18 @@ def replica_throughput(
     # runs at the card's 16-bit tensor rate.
     half = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
     attention_rate = half * 1e12 * tp * profile.compute_efficiency if half else flops_rate
+    decode_rate = (
+        decode_attention_rate(
+            model=model,
+            gpu=gpu,
+            kv_bits=kv_bits,
+            tp=tp,
+            efficiency=profile.compute_efficiency,
+            rate=attention_rate,
+        )
+        if attention_rate
+        else None
+    )
     routed_rate = (
         routed_expert_flops_rate(
             model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
@@ -1355,7 +1409,7 @@ def replica_throughput(
             model=model, precision=precision, tokens=tokens, dp_attention=dp
         )
         decode_attention_flops = (
-            4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
+            decode_attention_flops_per_context_token(model) * batch * query_tokens * mean_context
         )
         # The prompts' attention (and a vision encoder) riding in this step run as their own
         # kernels, after the decode sequences' (see ``attention_s`` below).
@@ -1431,7 +1485,7 @@ def replica_throughput(
         # ``_get_mix_step_latency``: "Combine all components (simple addition)").
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
-            attention_s = max(attention_s, decode_attention_flops / attention_rate)
+            attention_s = max(attention_s, decode_attention_flops / decode_rate)
             attention_s += prefill_attention_share / attention_rate
         allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
         # The engine prepares the next step on the host while this one runs on the GPU
