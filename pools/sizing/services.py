@@ -84,9 +84,9 @@ from pools.sizing.plan import (
 from pools.sizing.selectors import measured_on_fleet
 from pools.sizing.throughput import (
     BANDWIDTH_EFFICIENCY,
-    MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE,
     Speculation,
     fp4_compute_shares,
+    fp8_block_compute_share,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
@@ -610,6 +610,25 @@ def _model_json(model) -> dict[str, Any]:
     return {name: getattr(model, name) for name in names}
 
 
+def _rate_shares(model, precision, engine) -> dict[str, float | None]:
+    """The shares of peak bandwidth and tensor rate the run is modelled at: the engine's, and
+    below it FP4 on Blackwell and block-scaled FP8 experts on Hopper at the published kernel
+    rates (pools/sizing/throughput.py; pure)."""
+    efficiency = engine.compute_efficiency
+    fp4_linear, fp4_routed = fp4_compute_shares(
+        model=model, precision=precision, efficiency=efficiency
+    )
+    return {
+        "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
+        "compute_efficiency": efficiency,
+        "fp4_linear_share": fp4_linear,
+        "fp4_routed_share": fp4_routed,
+        "fp8_block_routed_share": fp8_block_compute_share(
+            model=model, precision=precision, efficiency=efficiency
+        ),
+    }
+
+
 def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
     """The precision, the engine's constants and the per-token and per-sequence KV bytes behind
     every row (pools/sizing/memory.py; pure)."""
@@ -622,25 +641,12 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
     kept = model_as_kept(ask.model, engine)
     per_sequence = kv_bytes_per_sequence(kept, context_tokens=context, kv_bits=kv_bits)
     concurrency = inputs["concurrency"]
-    fp4_linear, fp4_routed = fp4_compute_shares(
-        model=model, precision=precision, efficiency=engine.compute_efficiency
-    )
     return {
         "precision": precision.name,
         "weight_bits": precision.weight_bits,
         "kv_cache_bits": kv_bits,
         "engine": engine.name,
-        "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
-        "compute_efficiency": engine.compute_efficiency,
-        # FP4 on Blackwell multiplies below it: the published kernel rates (throughput.py).
-        "fp4_linear_share": fp4_linear,
-        "fp4_routed_share": fp4_routed,
-        # Block-scaled FP8 experts multiply below it on Hopper (throughput.py).
-        "fp8_block_routed_share": (
-            min(engine.compute_efficiency, MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)
-            if model.is_moe and model.fp8_weight_block and precision.compute == "fp8"
-            else None
-        ),
+        **_rate_shares(model, precision, engine),
         # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
         "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
         "reserve_fraction": RESERVE_FRACTION,

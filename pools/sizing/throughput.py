@@ -644,6 +644,20 @@ def fp4_compute_shares(
     return linear, routed
 
 
+def fp8_block_compute_share(
+    *, model: ModelArch, precision: Precision, efficiency: float
+) -> float | None:
+    """The share of the FP8 peak block-scaled FP8 experts multiply at on Hopper cards, for the
+    page's account of the rates used: ``min(efficiency,``
+    :data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE` ``)`` for a mixture of experts whose FP8
+    checkpoint scales weights in blocks (``model.fp8_weight_block``) run in FP8, else ``None``.
+    The same cap as :func:`routed_expert_flops_rate` (:func:`fp8_block_routed`, which also needs
+    the card). DeepSeek-V3 FP8 at 0.55: 0.2386."""
+    if not (model.is_moe and model.fp8_weight_block and precision.compute == "fp8"):
+        return None
+    return min(efficiency, MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)
+
+
 def linear_compute_s(
     *, model: ModelArch, tokens: float, flops_rate: float, routed_rate: float
 ) -> float:
