@@ -54,6 +54,7 @@ from pools.web.pages import (
     PALETTE,
     Column,
     csv_response,
+    filter_refusal,
     filter_refusal_csv,
     mig_slices_text,
     pool_admin_required,
@@ -547,18 +548,32 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
     }
 
 
+def _refused(request, form: DashboardFilterForm):
+    """The dashboard's 400 to filters it cannot use: the page (the body alone for htmx) with
+    the form, its errors and :func:`pools.web.pages.filter_refusal`, and no figures."""
+    context = {"form": form, "refusal": filter_refusal(form), "query": request.GET.urlencode()}
+    template = "dashboard/admin.html#body" if request.htmx else "dashboard/admin.html"
+    response = render(request, template, context, status=400)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
 @pool_admin_required
 def admin_dashboard(request):
     """The pool admins' dashboard: the page, its htmx body, a part (``?part=utilisation``,
-    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc. A CSV
-    asked with filters the form cannot read (a team of no slug) is a ``text/plain`` 400 saying
-    why (:func:`pools.web.pages.filter_refusal_csv`), not the whole fleet's rows."""
+    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc.
+
+    Filters the form cannot use (a team the user may not see, a pool or GPU model of no slug)
+    are a 400, as on the timeline and the lists: the page (or its htmx body, or a part) with
+    the refusal and no figures; a CSV :func:`pools.web.pages.filter_refusal_csv`. The whole
+    fleet's figures under a filter it could not read would pass for the filtered ones."""
     now = timezone.now()
     form, filters = _filter_form(request)
     part, export = request.GET.get("part"), request.GET.get("export")
-    if export and form.is_bound and not form.is_valid():
-        # the fleet's rows under a filter it could not read would pass for the filtered ones
-        return filter_refusal_csv(form)
+    if form.is_bound and not form.is_valid():
+        if export:
+            return filter_refusal_csv(form)
+        return _refused(request, form)
     if part == "utilisation":
         return _utilisation_part(request, filters, now)
     heat = "util" if request.GET.get("heat") == "util" else "state"
