@@ -30,6 +30,7 @@ HOUR = datetime(2026, 11, 10, 9, 0, tzinfo=UTC)
 
 
 def serving_allocation(team, *, cards=2):
+    """An active allocation of ``team`` through November 2026 (``MID_MONTH`` inside it)."""
     return AllocationFactory(
         team=team,
         card_count=cards,
@@ -137,13 +138,7 @@ def test_the_dashboard_csvs_price_held_card_hours_without_tokens(
     2 x 12 x 300 s = 2.0 card-h x 1.90 EUR = 3.80 EUR of cost (it was 0.00: only token-covered
     card-hours were priced), no cost per million output tokens. Both dashboard CSVs, per
     allocation and per pool x model x team, say 3.80; unpriced it would be empty, not 0."""
-    allocation = AllocationFactory(
-        team=team,
-        card_count=2,
-        status=AllocationStatus.ACTIVE,
-        starts_at=mid_month - timedelta(days=1),
-        ends_at=mid_month + timedelta(days=1),
-    )
+    allocation = serving_allocation(team)
     start = bucket_floor(mid_month, 3600) - timedelta(hours=1)
     hour_of_rollups(allocation, start, output=None, prompt=None)
 
@@ -176,13 +171,7 @@ def test_the_team_dashboard_lists_serving_and_exports_it(
     client, team, team_member, priced, mid_month
 ):
     allocation = serving_allocation(TeamFactory(slug="other"))
-    mine = AllocationFactory(
-        team=team,
-        card_count=2,
-        status=AllocationStatus.ACTIVE,
-        starts_at=mid_month - timedelta(days=1),
-        ends_at=mid_month + timedelta(days=1),
-    )
+    mine = serving_allocation(team)
     hour_of_rollups(mine, bucket_floor(mid_month, 3600) - timedelta(hours=1))
     hour_of_rollups(allocation, HOUR)
     client.force_login(team_member)
@@ -228,12 +217,7 @@ def test_the_statement_shows_serving_as_showback_on_the_page_csv_and_pdf(
 def test_the_admin_dashboard_lists_unmatched_series_and_a_failed_pass(admin_page, team, mid_month):
     """A pass whose answers include a namespace no allocation serves in lists it for the
     admin; the next pass times out, and the dashboard says so with the last rollup's age."""
-    allocation = AllocationFactory(
-        team=team,
-        status=AllocationStatus.ACTIVE,
-        starts_at=mid_month - timedelta(days=1),
-        ends_at=mid_month + timedelta(days=1),
-    )
+    allocation = serving_allocation(team)
     ghost = term("requests_running", "vllm", "vllm:num_requests_running", 1, namespace="team-x")
     mine = term("requests_running", "vllm", "vllm:num_requests_running", 2)
     serving_rollup_pass(metrics=StubPrometheus([ghost, mine]))
@@ -256,13 +240,7 @@ def test_the_serving_table_its_csv_and_the_panel_show_one_number(
     whole per cent 42; TTFT to whole ms 0.254 s, on the panel 254 ms. The team dashboard's
     Serving table, its CSV and the allocation's Serving panel all read so. The table and the
     panel wrote the waiting requests as 0, the CSV as 0.25 (and KV 41.5, TTFT 0.2535)."""
-    allocation = AllocationFactory(
-        team=team,
-        card_count=2,
-        status=AllocationStatus.ACTIVE,
-        starts_at=mid_month - timedelta(days=1),
-        ends_at=mid_month + timedelta(days=1),
-    )
+    allocation = serving_allocation(team)
     ServingRollup.objects.create(
         allocation=allocation,
         bucket_start=bucket_floor(mid_month, 300) - timedelta(minutes=5),
