@@ -17,13 +17,17 @@ the team's allocations of that model **in the pool it ran in**, and at each mome
 
 *Its place* (``where``): an allocation covers a use when the allocation's ``where`` is the
 use's, or ``None`` (anywhere the caller passed it for). The imports pass only the allocations
-of the pools of the scheduler and cluster they read, so a reservation in one pool never covers
-usage in another pool or cluster: a Slurm job's ``where`` is its partition, an allocation's its
-pool's partition (``None`` for a pool without one: the whole cluster, as its account's cap);
-a Kubernetes use's is its namespace, an allocation's the namespace of its scheduler binding (the
-team's quota there). Each pool's usage comes from one import at any moment (a Slurm cluster's
-accounting; the one Prometheus that bills a Kubernetes cluster then), so no two imports share
-the same reserved cards.
+of the pools of the scheduler and cluster they read, so a reservation never covers usage in
+another cluster. A Slurm job's ``where`` is its partition, an allocation's its pool's
+partition (``None`` for a pool without one: the whole cluster, as its account's cap), so a
+Slurm reservation never covers usage in another pool. A Kubernetes use's is its namespace, an
+allocation's the namespace of its scheduler binding (the team's quota there), so the
+Kubernetes pools of one cluster are one place: the team's quota in its namespace is its cards
+in all of them together and pods are not kept to a pool's nodes, so its reservations there
+cover its usage on any of their nodes, never beyond their cards together
+(``tests/billing/test_reserved_cover_pools.py``). Each pool's usage comes from one import at
+any moment (a Slurm cluster's accounting; the one Prometheus that bills a Kubernetes cluster
+then), so no two imports share the same reserved cards.
 
 So a job that runs on past a reservation's end is charged for the time after it, one started
 just before a reservation begins is included from its start, and a team of 4 reserved cards

@@ -13,7 +13,7 @@ from pools.capacity.services.allocations import (
     allocation_unbind,
 )
 from pools.capacity.services.reconcile import ReconcileReport, reconcile_all, reconcile_cluster
-from pools.jobs import MAX_RETRIES, retry_countdown, retry_note
+from pools.jobs import MAX_RETRIES, retry_countdown, retry_note, run_unless_gone
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -23,29 +23,35 @@ def allocation_provision_task(self, allocation_id: int) -> str:
 
     A transient scheduler error is retried with exponential back-off, the allocation saying so
     at every attempt ("Slurm answered 500; retry 3 of 8 at 14:02"); after the last retry it is
-    ``failed`` with the scheduler's message.
+    ``failed`` with the scheduler's message. ``"missing"`` when the allocation was deleted
+    before the task ran.
     """
     retries = self.request.retries
     final = retries >= MAX_RETRIES and not self.request.is_eager
     next_try = SWEEP_RETRIES if self.request.is_eager else retry_note(retries, now=timezone.now())
     try:
-        return allocation_provision(
-            allocation_id=allocation_id, final_attempt=final, next_try=next_try
-        ).status
+        allocation = run_unless_gone(
+            allocation_provision,
+            allocation_id=allocation_id,
+            final_attempt=final,
+            next_try=next_try,
+        )
     except SchedulerError as exc:
         if self.request.is_eager:
             # No worker to retry later (the demo): the lifecycle sweep picks it up again.
             return "provisioning"
         raise self.retry(exc=exc, countdown=retry_countdown(self.request.retries)) from exc
+    return "missing" if allocation is None else allocation.status
 
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def allocation_unbind_task(self, allocation_id: int) -> dict | None:
     """Lower the team's scheduler cap and remove its reservation after an allocation stopped
     holding cards. A transient error is retried; a refusal is not: the unbind recorded it for
-    admins, and reconcile repairs the cap and ends a reservation left behind."""
+    admins, and reconcile repairs the cap and ends a reservation left behind. ``None`` also
+    when the allocation was deleted before the task ran."""
     try:
-        return allocation_unbind(allocation_id=allocation_id)
+        return run_unless_gone(allocation_unbind, allocation_id=allocation_id)
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
             return None

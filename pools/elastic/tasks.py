@@ -9,7 +9,6 @@ from datetime import datetime
 
 from celery import shared_task
 
-from pools.common.errors import NotFound
 from pools.elastic.services import (
     elastic_apply,
     elastic_forecast,
@@ -19,7 +18,7 @@ from pools.elastic.services import (
     elastic_whatif_run,
     elastic_whatifs_sweep,
 )
-from pools.jobs import MAX_RETRIES, retry_countdown
+from pools.jobs import MAX_RETRIES, retry_countdown, run_unless_gone
 from scheduler_adapters.errors import SchedulerError
 
 
@@ -41,9 +40,10 @@ def elastic_scan_task() -> dict:
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def elastic_apply_task(self, policy_id: int) -> dict | None:
     """Make the cluster hold what the loop decided for ``policy_id``; idempotent (the adapter
-    reads, compares and writes only what differs)."""
+    reads, compares and writes only what differs); ``None`` when the policy was deleted before
+    the task ran."""
     try:
-        return elastic_apply(policy_id=policy_id)
+        return run_unless_gone(elastic_apply, policy_id=policy_id)
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
             return None  # reconcile repairs the quota (and records the drift)
@@ -55,8 +55,11 @@ def elastic_hand_back_task(
     pool_id: int, gpu_model_id: int, starts_at: str, ends_at: str
 ) -> list[int]:
     """After a guaranteed approval in a Kubernetes pool commits: take burst cards back, with
-    notice, where floors plus burst no longer fit. Returns the scale events' ids."""
-    events = elastic_hand_back_run(
+    notice, where floors plus burst no longer fit. Returns the scale events' ids (none when the
+    pool or the GPU model was deleted before the task ran)."""
+    events = run_unless_gone(
+        elastic_hand_back_run,
+        gone=[],
         pool_id=pool_id,
         gpu_model_id=gpu_model_id,
         starts_at=datetime.fromisoformat(starts_at),
@@ -80,7 +83,5 @@ def elastic_forecast_task() -> dict:
 @shared_task(acks_late=True)
 def elastic_whatif_task(whatif_id: int) -> str:
     """Run a queued what-if; returns its status. Safe twice: a finished one is left as is."""
-    try:
-        return elastic_whatif_run(whatif_id=whatif_id).status
-    except NotFound:
-        return "missing"  # its policy was deleted before the worker got to it
+    run = run_unless_gone(elastic_whatif_run, whatif_id=whatif_id)
+    return "missing" if run is None else run.status  # missing: its policy was deleted

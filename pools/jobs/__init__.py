@@ -11,16 +11,22 @@ every worker as it starts while the broker was away.
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
 from celery import current_app
 from celery.result import EagerResult
+from django.core.exceptions import ObjectDoesNotExist
 from django.db import transaction
 from django.utils import timezone
 
+from pools.common.errors import NotFound
 from pools.jobs.models import QueuedJob
 from pools.jobs.outbox import job_send, job_send_after_commit, job_write, jobs_write
+
+logger = logging.getLogger(__name__)
 
 MAX_RETRIES = 8
 
@@ -63,6 +69,24 @@ def retry_note(retries: int, *, now: datetime) -> str:
     ``"retry 3 of 8 at 14:02"`` (``now`` + :func:`retry_countdown`, in ``TIME_ZONE``)."""
     at = timezone.localtime(now + timedelta(seconds=retry_countdown(retries)))
     return f"retry {retries + 1} of {MAX_RETRIES} at {at:%H:%M}"
+
+
+def run_unless_gone(service: Callable[..., Any], /, *, gone: Any = None, **ids: Any) -> Any:
+    """``service(**ids)`` for a task, or ``gone`` when a row it names was deleted before the
+    task ran (an admin deleted the allocation, the policy, the pool): the service's
+    ``DoesNotExist`` or :class:`~pools.common.errors.NotFound` is logged as a warning (the
+    service, the ids, what was missing) and the task finishes -- no retry, no failure.
+
+    Only for services that read the row before they write anything, or write in a transaction
+    the missing row rolls back, or take back themselves what they wrote outside it (a
+    provision that finds its allocation deleted after the scheduler applied it): then a missing
+    row leaves nothing half-written. Other errors (a
+    :class:`~scheduler_adapters.errors.SchedulerError` the task retries) pass through."""
+    try:
+        return service(**ids)
+    except (ObjectDoesNotExist, NotFound) as exc:
+        logger.warning("%s(%s): row gone (%s); task finished", service.__name__, ids, exc)
+        return gone
 
 
 def enqueue_on_commit(task_name: str, *args) -> None:

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from pools.common.errors import NotFound
-from pools.jobs import MAX_RETRIES, retry_countdown
+from pools.jobs import MAX_RETRIES, retry_countdown, run_unless_gone
 from pools.reclamation.services.runs import idle_scan_cluster, idle_scan_fan_out
 from pools.reclamation.services.scan import allocation_rebind, idle_finding_reclaimed_email
 from pools.reclamation.services.whatif import reclamation_whatif_run, reclamation_whatifs_sweep
@@ -16,9 +15,10 @@ from scheduler_adapters.errors import SchedulerError
 
 @shared_task(bind=True, acks_late=True, max_retries=MAX_RETRIES)
 def allocation_rebind_task(self, allocation_id: int) -> dict | None:
-    """Set the team's scheduler cap after reclamation shrank (or undo restored) an allocation."""
+    """Set the team's scheduler cap after reclamation shrank (or undo restored) an allocation;
+    ``None`` when it was deleted before the task ran."""
     try:
-        return allocation_rebind(allocation_id=allocation_id)
+        return run_unless_gone(allocation_rebind, allocation_id=allocation_id)
     except SchedulerError as exc:
         if not exc.transient or self.request.is_eager:
             return None  # reconcile repairs the cap (and records the drift)
@@ -53,7 +53,5 @@ def idle_scan_cluster_task(cluster_id: int | None) -> dict:
 @shared_task(acks_late=True)
 def reclamation_whatif_task(whatif_id: int) -> str:
     """Run a queued what-if; returns its status. Safe twice: a finished one is left as is."""
-    try:
-        return reclamation_whatif_run(whatif_id=whatif_id).status
-    except NotFound:
-        return "missing"  # its pool was deleted before the worker got to it
+    run = run_unless_gone(reclamation_whatif_run, whatif_id=whatif_id)
+    return "missing" if run is None else run.status  # missing: its pool was deleted

@@ -4,17 +4,15 @@ from __future__ import annotations
 
 from celery import shared_task
 
-from pools.common.errors import NotFound
+from pools.jobs import run_unless_gone
 from pools.sizing.services import sizing_estimate_run, sizing_estimates_requeue_stranded
 
 
 @shared_task(acks_late=True)
 def sizing_estimate_task(estimate_id: int) -> str:
     """Compute a sizing estimate; returns its status. Safe twice: a finished one is left as is."""
-    try:
-        return sizing_estimate_run(estimate_id=estimate_id).status
-    except NotFound:
-        return "missing"  # deleted before the worker got to it: nothing to do
+    estimate = run_unless_gone(sizing_estimate_run, estimate_id=estimate_id)
+    return "missing" if estimate is None else estimate.status
 
 
 @shared_task

@@ -16,11 +16,14 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   published dense NVFP4 GEMMs reach (:data:`DENSE_FP4_GEMM_PEAK_SHARE`, 34 %), not the
   efficiency of the other tensor rates, and its NVFP4 routed experts' weights streaming at the
   share of the bandwidth published MoE kernels reach (:data:`MOE_FP4_WEIGHT_STREAM_SHARE`,
-  0.397, :func:`weight_stream_s`); a mixture of experts adds the activation
-  traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
-  max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
-  efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
-  (separate kernels, one after the other); plus the engine
+  0.397, :func:`weight_stream_s`), and block-scaled FP8 experts on Hopper at the share of the
+  FP8 peak TensorRT-LLM's MoE op reaches (:data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`, 24 %);
+  a mixture of experts adds the activation traffic of its routed rows between the grouped
+  GEMMs (:func:`moe_glue_s`); attention time = max(KV bytes read / (bandwidth × efficiency),
+  decode attention FLOPs / (16-bit FLOPS × efficiency); latent attention decodes in its
+  absorbed form, :func:`decode_attention_flops_per_context_token`, in FP8 on Blackwell against
+  an FP8 cache, :func:`decode_attention_rate`) + the context attention FLOPs of the prompts
+  mixed into the step at that rate (separate kernels, one after the other); plus the engine
   profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
   all-reduces per layer. vLLM before 0.4.3 reads the KV cache once per query head
   (``engines.VLLM_FLASH_DECODE_FIRST_VERSION``).
@@ -525,6 +528,25 @@ def linear_flops_rate(
 MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
 
 
+#: Share of a Hopper card's dense FP8 tensor peak that a mixture of experts' routed-expert GEMMs
+#: reach when its FP8 checkpoint scales weights in blocks (``ModelArch.fp8_weight_block``:
+#: DeepSeek-V3 / R1, Kimi-K2, Qwen3 FP8) - a published kernel measurement, not an end-to-end
+#: fit: NVIDIA's aiconfigurator tables of TensorRT-LLM's fused MoE op on an H200
+#: (ai-dynamo/aiconfigurator @095f58a5 ``aic-core/src/aiconfigurator_core/systems/data/h200_sxm/
+#: moe/trtllm/1.3.0rc20/moe_perf.parquet``, ``moe_dtype`` fp8_block, balanced routing, MoE TP 1).
+#: The multiply rate is the slope between two token counts, (FLOPs(n2) - FLOPs(n1)) /
+#: (latency(n2) - latency(n1)) with FLOPs = tokens x k x 2 x 3 x hidden x I / EP per card, where
+#: the op is compute-bound (at least 512 rows per local expert at n2; n = 4,096 -> 8,192 and
+#: 8,192 -> 16,384): the median over the 118 (shape, EP, pair) groups of 12 expert shapes is
+#: 472 TFLOPS, 0.2386 of the 1,979 peak (DeepSeek-V3's shape at EP 8: 0.30 - 0.33), against the
+#: 0.55 the other layers are given. The same slope gives B200 NVFP4 MoE a median 0.11 - 0.14 of
+#: its FP4 peak (``b200_sxm/moe/trtllm/1.3.0rc20``), the share
+#: :data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE` cites from another publication; per-tensor FP8
+#: experts reach 0.35 (median, all shapes; Mixtral-8x7B's wide experts 0.56 - 0.77, above the
+#: 0.55), so only block-scaled checkpoints get this share.
+MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE = 0.2386
+
+
 #: Share of a card's peak memory bandwidth at which a mixture of experts' routed-expert weights
 #: stream in NVFP4 on Blackwell, against :data:`BANDWIDTH_EFFICIENCY` (0.8) for every other
 #: weight - a published kernel measurement, not an end-to-end fit: NVIDIA's aiconfigurator
@@ -575,13 +597,33 @@ def routed_expert_flops_rate(
     """FLOP/s of the routed-expert GEMMs on a TP group of ``tp`` cards whose other linear
     layers multiply at ``flops_rate`` FLOP/s: ``min(flops_rate, tp x FP4 dense peak x
     MOE_FP4_GROUPED_GEMM_PEAK_SHARE)`` for a mixture of experts multiplied in FP4 (NVFP4 /
-    MXFP4 on Blackwell tensor cores), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
+    MXFP4 on Blackwell tensor cores), ``min(flops_rate, tp x FP8 dense peak x
+    MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)`` for block-scaled FP8 experts on Hopper
+    (:func:`fp8_block_routed`; 8 H200s at 0.55: min(8.707e15, 8 x 1.979e15 x 0.2386) =
+    3.778e15 FLOP/s), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
     efficiency 0.5: min(4.5e15, 9e15 x 0.1402) = 1.262e15 FLOP/s.
     """
+    if fp8_block_routed(model=model, precision=precision, gpu=gpu):
+        return min(
+            flops_rate, gpu.fp8_dense_tflops * 1e12 * tp * MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE
+        )
     peak = fp4_dense_tflops(gpu)
     if not model.is_moe or precision.compute != "fp4" or not peak:
         return flops_rate
     return min(flops_rate, peak * 1e12 * tp * MOE_FP4_GROUPED_GEMM_PEAK_SHARE)
+
+
+def fp8_block_routed(*, model: ModelArch, precision: Precision, gpu: GpuSpec) -> bool:
+    """True when a mixture of experts multiplies block-scaled FP8 experts on a Hopper card
+    (``model.fp8_weight_block`` set, FP8 compute, ``hopper`` in the card's architecture, an FP8
+    rate known): its routed experts then run at :data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`."""
+    return bool(
+        model.is_moe
+        and model.fp8_weight_block
+        and precision.compute == "fp8"
+        and "hopper" in gpu.architecture.lower()
+        and gpu.fp8_dense_tflops
+    )
 
 
 def fp4_compute_shares(
@@ -1099,6 +1141,48 @@ def cuda_graph_padding_tokens(
     return extra * dp * share
 
 
+def decode_attention_flops_per_context_token(model: ModelArch) -> int:
+    """FLOPs one decoding query token spends per cached context token, summed over layers.
+
+    Standard attention: 4 x layers x heads x head_dim (QK^T and PV, two FLOPs a multiply-add).
+    Multi-head latent attention (``model.is_mla``) decodes in its absorbed form, each query head
+    attending to the compressed latent itself: QK^T over ``kv_lora_rank`` + ``qk_rope_head_dim``
+    values and PV over ``kv_lora_rank``, so 2 x layers x heads x (2 x ``kv_lora_rank`` +
+    ``qk_rope_head_dim``) - DeepSeek-V3 technical report §2.1.1 (arXiv:2412.19437: "W^UK can be
+    absorbed into W^Q, and W^UV into W^O"), as TensorRT-LLM's and FlashMLA's decode kernels run
+    it; the non-absorbed head_dim of 192 would count 2.8x too few. DeepSeek-V3 (61 layers, 128
+    heads, rank 512, rope 64): 2 x 61 x 128 x 1,088 = 16,990,208 (standard form: 4 x 61 x 128 x
+    192 = 5,996,544). Prompts attend in the standard form (:func:`prefill_flops`).
+    """
+    if model.is_mla:
+        return (
+            2
+            * model.num_layers
+            * model.num_attention_heads
+            * (2 * model.kv_lora_rank + model.qk_rope_head_dim)
+        )
+    return 4 * model.num_layers * model.attention_width
+
+
+def decode_attention_rate(
+    *, model: ModelArch, gpu: GpuSpec, kv_bits: int, tp: int, efficiency: float, rate: float
+) -> float:
+    """FLOP/s of the decode attention kernels on ``tp`` cards that multiply 16-bit attention at
+    ``rate``: multi-head latent attention against an FP8 KV cache on a card with FP4 tensor cores
+    (Blackwell) multiplies in FP8, ``tp`` x FP8 peak x ``efficiency``; everything else at
+    ``rate``. Measured: NVIDIA aiconfigurator's tables of TensorRT-LLM's MLA generation op
+    (ai-dynamo/aiconfigurator @095f58a5, ``systems/data/{b200_sxm,h200_sxm}/mla/trtllm/
+    1.3.0rc20/generation_mla_perf.parquet``, 128 heads, batch 512, context 8,192, FLOPs as
+    :func:`decode_attention_flops_per_context_token`): a B200 reaches 2,525 TFLOPS with an FP8
+    KV cache - above its 2,250 TFLOPS BF16 peak - and 1,408 with a BF16 one; an H200 700 and 633,
+    both within its 989 BF16 peak (Hopper's MLA kernel multiplies in BF16 whatever the cache).
+    One B200, 4,500 FP8 TFLOPS, at 0.55: 2.475e15 FLOP/s.
+    """
+    if model.is_mla and kv_bits == 8 and fp4_dense_tflops(gpu) and gpu.fp8_dense_tflops:
+        return gpu.fp8_dense_tflops * 1e12 * tp * efficiency
+    return rate
+
+
 def replica_throughput(
     *,
     model: ModelArch,
@@ -1199,6 +1283,18 @@ def replica_throughput(
     # runs at the card's 16-bit tensor rate.
     half = gpu.bf16_dense_tflops or gpu.fp16_dense_tflops
     attention_rate = half * 1e12 * tp * profile.compute_efficiency if half else flops_rate
+    decode_rate = (
+        decode_attention_rate(
+            model=model,
+            gpu=gpu,
+            kv_bits=kv_bits,
+            tp=tp,
+            efficiency=profile.compute_efficiency,
+            rate=attention_rate,
+        )
+        if attention_rate
+        else None
+    )
     routed_rate = (
         routed_expert_flops_rate(
             model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
@@ -1355,7 +1451,7 @@ def replica_throughput(
             model=model, precision=precision, tokens=tokens, dp_attention=dp
         )
         decode_attention_flops = (
-            4 * model.num_layers * model.attention_width * batch * query_tokens * mean_context
+            decode_attention_flops_per_context_token(model) * batch * query_tokens * mean_context
         )
         # The prompts' attention (and a vision encoder) riding in this step run as their own
         # kernels, after the decode sequences' (see ``attention_s`` below).
@@ -1431,7 +1527,7 @@ def replica_throughput(
         # ``_get_mix_step_latency``: "Combine all components (simple addition)").
         attention_s = kv_read / effective_bandwidth
         if flops_rate:
-            attention_s = max(attention_s, decode_attention_flops / attention_rate)
+            attention_s = max(attention_s, decode_attention_flops / decode_rate)
             attention_s += prefill_attention_share / attention_rate
         allreduce_step_s, all_to_all_step_s = communication_s(tokens, tokens / dp, tokens / tp)
         # The engine prepares the next step on the host while this one runs on the GPU

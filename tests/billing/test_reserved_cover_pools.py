@@ -281,3 +281,34 @@ def test_a_use_takes_its_own_places_reservation_before_a_whole_clusters():
         "z": {(None, False): 1},
         "v": {(3, False): 1},
     }
+
+
+def test_two_kubernetes_pools_of_one_cluster_cover_as_the_namespace_quota_allows(team, a100, rates):
+    """Two Kubernetes pools of the environment's cluster with the same model are one place
+    for the cover: the team's namespace ``team-nlp`` and its quota are per cluster, summed over
+    both pools (``kubernetes_quota_wanted``), and pods are not pinned to a pool's nodes.
+
+    RA: 2 A100 in pool ``ka`` (node ``ka-01``), RB: 2 A100 in pool ``kb`` (node ``kb-01``),
+    both 10:00 → 12:00: quota 4 A100. Pod p: 4 A100 on ``ka-01`` 10:00 → 12:00, which that
+    quota admits: 4 × 2 = 8 card-h = 28,800 card-s, 2 cards in each reservation: 14,400
+    card-s included in RA and 14,400 in RB, none used. Statement: reserved 2 × 2 + 2 × 2 = 8
+    card-h × 2.00 = 16.00, nothing more (a per-pool cover would charge RB's 2 cards again as
+    used on ``ka-01``: 4 card-h × 3.00 = 12.00 more, for cards the team's own quota gave it)."""
+    pools = {}
+    for slug in ("ka", "kb"):
+        pools[slug] = PoolFactory(slug=slug, scheduler=Scheduler.KUBERNETES, slurm_partition="")
+        node_with_gpus(4, hostname=f"{slug}-01", pool=pools[slug], scheduler=Scheduler.KUBERNETES)
+    ra, rb = (
+        AllocationFactory(team=team, pool=pools[slug], gpu_model=a100, card_count=2,
+                          starts_at=TEN, ends_at=NOON, status=AllocationStatus.ENDED)
+        for slug in ("ka", "kb")
+    )  # fmt: skip
+    usage_import_reservations(**MONTH)
+    usage_import_kubernetes(metrics=FakePrometheus(series=[gpu_pod("p", "ka-01", 4, TEN, NOON)]),
+                            **MONTH)  # fmt: skip
+    day = "k8s:team-nlp:a100_80g_sxm:2026-10-05"
+    assert k8s_parts() == {
+        f"{day}:alloc{ra.pk}": (ChargeBasis.INCLUDED, ra.pk, Decimal(14400)),
+        f"{day}:alloc{rb.pk}": (ChargeBasis.INCLUDED, rb.pk, Decimal(14400)),
+    }
+    assert statement_lines(team)[1] == Decimal("16.00")

@@ -116,6 +116,12 @@ def allocation_provision(
     first answer). Safe to run twice: an allocation already provisioning is applied again
     (bindings are idempotent); one in any other state is left alone. ``now`` is the sweep's
     clock (default: the real one).
+
+    The allocation can stop holding cards while the scheduler applies it (released, cancelled,
+    reclaimed), and the unbind that followed may have run before the apply landed: then what
+    was applied is kept on the allocation and the unbind queued again to take it back
+    (:func:`_applied_after_release`); deleted meanwhile, it is taken back here
+    (:func:`_applied_after_delete`) and :class:`Allocation.DoesNotExist` raised.
     """
     now = now or timezone.now()
     with transaction.atomic():
@@ -140,9 +146,20 @@ def allocation_provision(
             raise
         return allocation_fail(allocation_id=allocation_id, reason=f"{exc}")
     with transaction.atomic():
-        allocation = allocation_lock(allocation_id)
-        if allocation.status != AllocationStatus.PROVISIONING:
-            return allocation
+        try:
+            locked = allocation_lock(allocation_id)
+        except Allocation.DoesNotExist:
+            pass
+        else:
+            return _provision_applied(locked, binding)
+    _applied_after_delete(allocation, binding)  # outside the transaction: it calls the scheduler
+
+
+def _provision_applied(allocation: Allocation, binding: dict) -> Allocation:
+    """The locked ``allocation`` once the scheduler applied ``binding``: active with it when
+    still provisioning; when it stopped holding cards meanwhile, :func:`_applied_after_release`;
+    left as it is when another run of the task made it active first."""
+    if allocation.status == AllocationStatus.PROVISIONING:
         return allocation_transition(
             allocation,
             to=AllocationStatus.ACTIVE,
@@ -150,6 +167,36 @@ def allocation_provision(
             action="allocation.active",
             scheduler_binding=binding,
         )
+    if allocation.status not in HOLDING_STATUSES:
+        _applied_after_release(allocation, binding)
+    return allocation
+
+
+def _applied_after_release(allocation: Allocation, binding: dict) -> None:
+    """The locked ``allocation`` stopped holding cards while the scheduler applied it: its
+    unbind read no reservation in the binding (none was stored yet) and may have lowered the
+    cap before the apply raised it again. Store what was applied (so the unbind, and reconcile
+    after it, see the reservation) and queue the unbind once this commits."""
+    Allocation.objects.filter(pk=allocation.pk).update(
+        scheduler_binding=binding, updated_at=timezone.now()
+    )
+    allocation.scheduler_binding = binding
+    enqueue_on_commit(ALLOCATION_UNBIND, allocation.pk)
+
+
+def _applied_after_delete(allocation: Allocation, binding: dict) -> None:
+    """``allocation`` was deleted while the scheduler applied it: take back what was applied
+    now (no row is left for a task or reconcile to find its reservation by; the cap is
+    worked out without it), then raise :class:`Allocation.DoesNotExist`. A scheduler error is
+    logged: the cap waits for reconcile, the reservation for its end."""
+    allocation.scheduler_binding = binding
+    try:
+        _unbind(allocation)
+    except SchedulerError as exc:
+        logger.warning(
+            "allocation %s deleted while applied; taking it back: %s", allocation.pk, exc
+        )
+    raise Allocation.DoesNotExist(f"Allocation {allocation.pk} was deleted while applied.")
 
 
 def _binding_apply_checked(allocation: Allocation, now: datetime) -> dict:
@@ -215,6 +262,11 @@ def allocation_unbind(*, allocation_id: int) -> dict | None:
     ).get(pk=allocation_id)
     if allocation.status in HOLDING_STATUSES:
         return None
+    return _unbind(allocation)
+
+
+def _unbind(allocation: Allocation) -> dict | None:
+    """The scheduler steps of :func:`allocation_unbind` for ``allocation`` as given."""
     adapter = pool_adapter(allocation.pool)
     if adapter is None:
         return None
@@ -456,7 +508,9 @@ def _end_past(now: datetime) -> int:
     ending = Allocation.objects.holding().filter(ends_at__lte=now)
     for allocation_id in ending.values_list("pk", flat=True):
         with transaction.atomic():
-            allocation = allocation_lock(allocation_id)
+            allocation = _lock_listed(allocation_id)
+            if allocation is None:
+                continue
             if allocation.status in HOLDING_STATUSES and allocation.ends_at <= now:
                 allocation_transition(
                     allocation,
@@ -467,6 +521,15 @@ def _end_past(now: datetime) -> int:
                 )
                 ended += 1
     return ended
+
+
+def _lock_listed(allocation_id: int) -> Allocation | None:
+    """:func:`allocation_lock` of an allocation a sweep listed; ``None`` when it was deleted
+    since (the sweep goes on with the others)."""
+    try:
+        return allocation_lock(allocation_id)
+    except Allocation.DoesNotExist:
+        return None
 
 
 def _provision_due(now: datetime) -> int:
@@ -486,6 +549,8 @@ def _provision_due(now: datetime) -> int:
             )
         except SchedulerError:
             continue  # stays provisioning; the next sweep (or the task) tries again
+        except Allocation.DoesNotExist:
+            continue  # deleted since it was listed
         if allocation.status == AllocationStatus.ACTIVE:
             provisioned += 1
     return provisioned
@@ -500,8 +565,8 @@ def _mark_expiring(now: datetime, warn: timedelta) -> int:
     )
     for allocation_id in soon.values_list("pk", flat=True):
         with transaction.atomic():
-            allocation = allocation_lock(allocation_id)
-            if allocation.status != AllocationStatus.ACTIVE:
+            allocation = _lock_listed(allocation_id)
+            if allocation is None or allocation.status != AllocationStatus.ACTIVE:
                 continue
             allocation_transition(
                 allocation,

@@ -81,7 +81,12 @@ from pools.clusters.adapters import metrics_adapter, pool_adapter
 from pools.common.choices import AllocationStatus, IdleFindingState, Scheduler
 from pools.common.errors import InsufficientCapacity, InvalidTransition
 from pools.inventory.models import Gpu, GpuModel, Node
-from pools.jobs import ALLOCATION_REBIND, IDLE_RECLAIMED_EMAIL, enqueue_on_commit
+from pools.jobs import (
+    ALLOCATION_REBIND,
+    ALLOCATION_UNBIND,
+    IDLE_RECLAIMED_EMAIL,
+    enqueue_on_commit,
+)
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -1122,14 +1127,22 @@ def _queue_rebind(allocation_id: int) -> None:
 def allocation_rebind(*, allocation_id: int) -> dict | None:
     """Set the team's scheduler cap to its open-window cards after ``card_count`` changed
     (shrunk by reclamation, or restored by undo); stores and returns the binding. Raises the
-    adapter's errors."""
+    adapter's errors.
+
+    Released while the scheduler applied it, its unbind may have run first (the cap lowered,
+    the reservation deleted) and this apply put both back: the binding is stored all the same
+    and the unbind queued again once that commits."""
     allocation = Allocation.objects.select_related("team", "pool", "gpu_model").get(
         pk=allocation_id
     )
     if allocation.status not in RUNNING_STATUSES:
         return None
     binding = binding_apply(allocation)
-    Allocation.objects.filter(pk=allocation_id).update(scheduler_binding=binding)
+    with transaction.atomic():
+        locked = allocation_lock(allocation_id)
+        Allocation.objects.filter(pk=allocation_id).update(scheduler_binding=binding)
+        if locked.status not in RUNNING_STATUSES:
+            enqueue_on_commit(ALLOCATION_UNBIND, allocation_id)
     return binding
 
 

@@ -19,9 +19,12 @@ from pools.sizing.throughput import (
     allreduce_s,
     batch_for_request_rate,
     batch_for_targets,
+    decode_attention_flops_per_context_token,
+    decode_attention_rate,
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
     fp4_compute_shares,
+    fp8_block_routed,
     linear_compute_s,
     linear_flops_rate,
     moe_glue_bytes,
@@ -680,3 +683,73 @@ def test_a_weight_bound_nvfp4_moe_step_streams_its_experts_at_the_moe_kernel_sha
         (whole - routed) / (8000e9 * BANDWIDTH_EFFICIENCY) + routed / (8000e9 * 0.397)
     ) * 1e3
     assert estimate.gemm_ms - estimate.moe_glue_ms == pytest.approx(stream_ms)
+
+
+def test_latent_attention_decodes_in_its_absorbed_form():
+    # DeepSeek-V3: 61 layers x 128 heads, each attending to the 512-value latent plus the 64-value
+    # rotary key (QK^T over 576 values) and reading the latent back (PV over 512):
+    # 2 x 61 x 128 x (512 + 64 + 512) = 16,990,208 FLOPs per context token; the standard form
+    # with head_dim 192 would be 4 x 61 x 128 x 192 = 5,996,544.
+    assert decode_attention_flops_per_context_token(model_preset("deepseek_v3")) == 16_990_208
+    # Grouped-query attention keeps the standard form: Llama-3-8B 4 x 32 x 32 x 128 = 524,288.
+    assert decode_attention_flops_per_context_token(model_preset("llama3_8b")) == 524_288
+
+
+def test_latent_attention_against_an_fp8_cache_multiplies_in_fp8_on_blackwell_only():
+    deepseek, llama = model_preset("deepseek_v3"), model_preset("llama3_8b")
+    b200, h200 = gpu_spec("b200"), gpu_spec("h200_sxm")
+    bf16_rate = 2250e12 * 0.55
+    # One B200, FP8 cache: 4,500 FP8 TFLOPS x 0.55 = 2.475e15 FLOP/s.
+    assert decode_attention_rate(
+        model=deepseek, gpu=b200, kv_bits=8, tp=1, efficiency=0.55, rate=bf16_rate
+    ) == pytest.approx(2.475e15)
+    # A 16-bit cache, a Hopper card, or a model without latent attention: the 16-bit rate given.
+    assert decode_attention_rate(
+        model=deepseek, gpu=b200, kv_bits=16, tp=1, efficiency=0.55, rate=bf16_rate
+    ) == pytest.approx(bf16_rate)
+    assert decode_attention_rate(
+        model=deepseek, gpu=h200, kv_bits=8, tp=8, efficiency=0.55, rate=8 * 989e12 * 0.55
+    ) == pytest.approx(8 * 989e12 * 0.55)
+    assert decode_attention_rate(
+        model=llama, gpu=b200, kv_bits=8, tp=1, efficiency=0.55, rate=bf16_rate
+    ) == pytest.approx(bf16_rate)
+
+
+def test_a_large_deepseek_batch_pays_the_absorbed_attention_flops():
+    # DeepSeek-V3 FP8 on 8 H200s, 1,024 sequences, 1,000/1,000 tokens: decode attention over a
+    # mean context of 1,000 + 500 tokens. Absorbed: 16,990,208 x 1,024 x 1,500 = 2.6097e13 FLOPs
+    # at 8 x 989 TFLOPS x 0.5 (BF16 on Hopper) = 6.597 ms, above the FP8 latent read (1,024 x
+    # 1,500 x 61 x 576 B at 8 x 4.8 TB/s x 0.8 = 1.757 ms); the standard form would give 2.328 ms.
+    # The prompts' own attention riding in the step comes on top.
+    profile = replace(ENGINE_PROFILES["vllm"], gemm_overlap_exponent=None)
+    estimate = replica(
+        "deepseek_v3",
+        gpu="h200_sxm",
+        tp=8,
+        batch=1024,
+        precision=precision_parse("FP8"),
+        kv_bits=8,
+        engine=profile,
+        input_tokens=1000,
+        output_tokens=1000,
+    )
+    assert estimate.attention_ms >= 6.5968
+
+
+def test_block_scaled_fp8_experts_multiply_at_the_moe_kernel_share_on_hopper_only():
+    # DeepSeek-V3 (FP8 checkpoint, 128 x 128 blocks) on 8 H200s at 0.55: min(8 x 1,979e12 x 0.55,
+    # 8 x 1,979e12 x 0.2386) = 3.7775152e15 FLOP/s (aiconfigurator's H200 fp8_block MoE slope).
+    deepseek, mixtral = model_preset("deepseek_v3"), model_preset("mixtral_8x7b")
+    fp8 = precision_parse("FP8")
+    h200, b200 = gpu_spec("h200_sxm"), gpu_spec("b200")
+    rate = 8 * 1979e12 * 0.55
+    assert fp8_block_routed(model=deepseek, precision=fp8, gpu=h200)
+    assert routed_expert_flops_rate(
+        model=deepseek, precision=fp8, gpu=h200, tp=8, flops_rate=rate
+    ) == pytest.approx(3.7775152e15)
+    # Per-tensor FP8 experts (Mixtral), Blackwell, or 16-bit: the rate passed in.
+    assert routed_expert_flops_rate(
+        model=mixtral, precision=fp8, gpu=h200, tp=8, flops_rate=rate
+    ) == pytest.approx(rate)
+    assert not fp8_block_routed(model=deepseek, precision=fp8, gpu=b200)
+    assert not fp8_block_routed(model=deepseek, precision=precision_parse("BF16"), gpu=h200)
