@@ -38,6 +38,7 @@ from pools.tenancy.selectors import member_team_list, team_list
 from pools.web.pages import (
     Column,
     ParameterInvalid,
+    checked_export,
     checked_page,
     csv_response,
     pool_admin_required,
@@ -128,16 +129,6 @@ TEAM_MONTH_EXPORTS = ("csv", "focus", "showback", "pdf", "top")
 FINANCE_MONTH_EXPORTS = ("csv", "focus", "statements", "idle", "top", "shared")
 
 
-def _unknown_export(name: str, known: tuple[str, ...]) -> HttpResponse:
-    """The answer to ``?export=<name>`` that a cost page has not: 400, ``text/plain``, naming
-    the exports it has (never the HTML page, which a script would save as a ``.csv``)."""
-    return HttpResponse(
-        f"No export {name[:40]!r} here; export is one of: {', '.join(known)}.\n",
-        status=400,
-        content_type="text/plain; charset=utf-8",
-    )
-
-
 @login_required
 def costs_index(request):
     """Staff land on the finance page; members on their first team's month. The query string
@@ -174,6 +165,7 @@ def team_month(request, team: str, month: str):
     if not may_see_costs(request.user, team_obj):
         raise Http404("No such team.")
     month_d = _month(month, back=_this_month_url("billing:team-month", team_obj.slug))
+    export = checked_export(request, TEAM_MONTH_EXPORTS)
     statement = (
         selectors.statement_list(user=request.user).filter(team=team_obj, month=month_d).first()
     )
@@ -184,9 +176,6 @@ def team_month(request, team: str, month: str):
     if in_progress:
         preview, lines = statement_preview(team=team_obj, month=month_d)
     _mark_ambiguous_time(lines, statement or preview)
-    export = request.GET.get("export")
-    if export is not None and export not in TEAM_MONTH_EXPORTS:
-        return _unknown_export(export, TEAM_MONTH_EXPORTS)
     if export == "top":
         rows = selectors.top_allocations(month=month_d, team=team_obj)
         return _top_allocations_response(month_d, rows, f"top-allocations-{team}-{month}.csv")
@@ -284,9 +273,7 @@ STATEMENT_COLUMNS = (
 @pool_admin_required
 def finance_month(request, month: str):
     month_d = _month(month, back=_this_month_url("billing:finance-month"))
-    export = request.GET.get("export")
-    if export is not None and export not in FINANCE_MONTH_EXPORTS:
-        return _unknown_export(export, FINANCE_MONTH_EXPORTS)
+    export = checked_export(request, FINANCE_MONTH_EXPORTS)
     data = selectors.finance_month(month=month_d)
     # the month in progress has no statements until it closes: show what they would hold now
     previews = None
@@ -294,7 +281,7 @@ def finance_month(request, month: str):
         previews = statements_preview_month(month=month_d)
         data = selectors.finance_month_so_far(previews)
     prefix = "so-far-" if previews is not None else ""
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         lines_of = None if previews is None else {lines_key(s): ls for s, ls in previews}
         response = HttpResponse(
             statements_csv(data["statements"], lines_of=lines_of),
@@ -302,23 +289,23 @@ def finance_month(request, month: str):
         )
         response["Content-Disposition"] = f'attachment; filename="{prefix}statements-{month}.csv"'
         return response
-    if request.GET.get("export") == "focus":
+    if export == "focus":
         # FOCUS rows are billed charges: none before the month closes (the page links none)
         return _focus_response([] if previews else data["statements"], f"focus-{month}.csv")
-    if request.GET.get("export") == "statements":
+    if export == "statements":
         return csv_response(
             data["statements"], STATEMENT_COLUMNS, f"{prefix}statements-{month}.csv"
         )
-    if request.GET.get("export") == "idle":
+    if export == "idle":
         idle_csv = idle_costs_csv(month_d, selectors.pool_idle_costs(month=month_d))
         response = HttpResponse(idle_csv, content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = f'attachment; filename="idle-cost-{month}.csv"'
         return response
-    if request.GET.get("export") == "top":
+    if export == "top":
         rows = selectors.top_allocations(month=month_d)
         return _top_allocations_response(month_d, rows, f"top-allocations-{month}.csv")
     shared_cards, shared_currency = selectors.shared_card_idle(month=month_d)
-    if request.GET.get("export") == "shared":
+    if export == "shared":
         response = HttpResponse(
             shared_cards_csv(month_d, shared_cards, shared_currency),
             content_type="text/csv; charset=utf-8",

@@ -18,7 +18,7 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views import defaults
 
-from pools.web.pages import ParameterInvalid
+from pools.web.pages import ExportInvalid, ParameterInvalid
 
 RETRY_AFTER_S = 30
 
@@ -69,9 +69,19 @@ def bad_request(request, exception):
             },
             400,
         )
+    if isinstance(exception, ExportInvalid) and not _from_browser(request):
+        return exception.plain(request.GET.get("export", ""))
     if isinstance(exception, ParameterInvalid):
         return _parameter_page(request, exception)
     return defaults.bad_request(request, exception)
+
+
+def _from_browser(request) -> bool:
+    """Whether the request asked for a page: htmx's, or one that names ``text/html`` in
+    ``Accept`` (browsers do; ``curl`` and scripts send ``*/*`` or nothing)."""
+    return request.headers.get("HX-Request") == "true" or "text/html" in request.headers.get(
+        "Accept", ""
+    )
 
 
 def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:

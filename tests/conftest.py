@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,8 @@ from pools.audit import models as audit_models
 from pools.inventory import models as inventory_models
 
 FIXTURES = Path(__file__).parent / "fixtures"
+MID_MONTH = datetime(2026, 11, 18, 12, 0, 30, tzinfo=UTC)
+"""A Wednesday noon in the middle of November 2026 (UTC, the billing zone's default)."""
 
 
 def pytest_runtest_setup(item):
@@ -31,6 +34,16 @@ def _fresh_cache():
     cache.clear()
     yield
     cache.clear()
+
+
+@pytest.fixture
+def mid_month(monkeypatch) -> datetime:
+    """``django.utils.timezone.now`` (what the pages, services and factories read) pinned to
+    :data:`MID_MONTH`, which it returns: a test of "this month so far", "the last hour" or
+    "since yesterday" cannot cross a month's or a day's edge (run on the 1st at 00:20, the
+    hour before is last month's), nor drift by the seconds the test takes."""
+    monkeypatch.setattr("django.utils.timezone.now", lambda: MID_MONTH)
+    return MID_MONTH
 
 
 @pytest.fixture

@@ -32,6 +32,7 @@ from pools.common.errors import DomainError
 from pools.tenancy.permissions import may_administer_pools
 from pools.web.pages import (
     Column,
+    checked_export,
     checked_page,
     csv_response,
     filter_refusal,
@@ -113,6 +114,7 @@ def budget_list_page(request):
     ``?export=csv`` every filtered budget with its figures. A filter it cannot use (a team
     the user may not see) is a 400: the page with the error and no rows, the CSV
     :func:`pools.web.pages.filter_refusal_csv`."""
+    export = checked_export(request)
     now = timezone.now()
     filterset = BudgetFilterSet(
         request.GET or None, queryset=budget_list(user=request.user), request=request
@@ -121,7 +123,7 @@ def budget_list_page(request):
     # An invalid filter (a team the user may not see) is a 400 over no rows, never every budget.
     rows = filterset.queryset.none() if refused else filterset.qs
     rows = rows.order_by("team__name", "cost_centre", "period", "pk")
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         if refused:
             return filter_refusal_csv(filterset.form)
         statuses = budget_statuses(rows, now=now)

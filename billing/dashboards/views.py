@@ -53,7 +53,9 @@ from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import (
     PALETTE,
     Column,
+    checked_export,
     csv_response,
+    filter_refusal,
     filter_refusal_csv,
     mig_slices_text,
     pool_admin_required,
@@ -326,6 +328,14 @@ def stranded_recompute(request):
     return redirect("dashboard")
 
 
+ADMIN_EXPORTS = (
+    "capacity", "serving", "serving-allocations", "stranded", "plan", "forecast", "teams-cards",
+    "teams-cost", "alerts", "heatmap",
+)  # fmt: skip
+"""The admin dashboard's tables as CSV, ``?export=<name>``; any other name is a 400."""
+TEAM_EXPORTS = ("serving", "allocations", "spend")
+"""A team's dashboard's tables as CSV, ``?export=<name>``; any other name is a 400."""
+
 _NO_IN_USE_EXPORTS = ("plan", "forecast", "teams-cards", "teams-cost", "alerts")
 """Exports that show no cards in use: Prometheus is not asked for them."""
 
@@ -354,14 +364,14 @@ class _Board:
     stranded_at: datetime | None = None
 
 
-def _heatmap_part(request, filters, now, heat):
+def _heatmap_part(request, filters, now, heat, export):
     """The GPU heatmap fragment (``?part=heatmap&page=N``), or every node as CSV
     (``?export=heatmap``); colour by state or, ``heat=util``, by utilisation."""
     try:
         page = int(request.GET.get("page", 1))
     except ValueError:
         page = 1
-    export = request.GET.get("export") == "heatmap"  # every node, not the page shown
+    export = export == "heatmap"  # every node, not the page shown
     nodes, pages = dashboard.node_heatmap(filters=filters, now=now, page=None if export else page)
     heat_error, reading = None, None
     if heat == "util":
@@ -473,8 +483,7 @@ def _export_before_stranded(export, board: _Board):
 
 
 def _export_after_stranded(export, board: _Board):
-    """The CSV of ``?export=`` for the stranded capacity and the tables after it, or None
-    (an unknown export shows the page)."""
+    """The CSV of ``?export=`` for the stranded capacity and the tables after it, or None."""
     make = {
         "stranded": lambda: csv_response(
             board.stranded, STRANDED_COLUMNS, "dashboard-stranded.csv"
@@ -547,23 +556,39 @@ def _page_context(request, form, filters, board: _Board, now, heat) -> dict:
     }
 
 
+def _refused(request, form: DashboardFilterForm):
+    """The dashboard's 400 to filters it cannot use: the page (the body alone for htmx) with
+    the form, its errors and :func:`pools.web.pages.filter_refusal`, and no figures."""
+    context = {"form": form, "refusal": filter_refusal(form), "query": request.GET.urlencode()}
+    template = "dashboard/admin.html#body" if request.htmx else "dashboard/admin.html"
+    response = render(request, template, context, status=400)
+    patch_vary_headers(response, ["HX-Request"])
+    return response
+
+
 @pool_admin_required
 def admin_dashboard(request):
     """The pool admins' dashboard: the page, its htmx body, a part (``?part=utilisation``,
-    ``?part=heatmap``) or a table as CSV (``?export=<table>``); see the module doc. A CSV
-    asked with filters the form cannot read (a team of no slug) is a ``text/plain`` 400 saying
-    why (:func:`pools.web.pages.filter_refusal_csv`), not the whole fleet's rows."""
+    ``?part=heatmap``) or a table as CSV (``?export=<table>``, one of :data:`ADMIN_EXPORTS`,
+    any other a 400: :func:`pools.web.pages.checked_export`); see the module doc.
+
+    Filters the form cannot use (a team the user may not see, a pool or GPU model of no slug)
+    are a 400, as on the timeline and the lists: the page (or its htmx body, or a part) with
+    the refusal and no figures; a CSV :func:`pools.web.pages.filter_refusal_csv`. The whole
+    fleet's figures under a filter it could not read would pass for the filtered ones."""
+    export = checked_export(request, ADMIN_EXPORTS)
     now = timezone.now()
     form, filters = _filter_form(request)
-    part, export = request.GET.get("part"), request.GET.get("export")
-    if export and form.is_bound and not form.is_valid():
-        # the fleet's rows under a filter it could not read would pass for the filtered ones
-        return filter_refusal_csv(form)
+    part = request.GET.get("part")
+    if form.is_bound and not form.is_valid():
+        if export:
+            return filter_refusal_csv(form)
+        return _refused(request, form)
     if part == "utilisation":
         return _utilisation_part(request, filters, now)
     heat = "util" if request.GET.get("heat") == "util" else "state"
     if part == "heatmap" or export == "heatmap":
-        return _heatmap_part(request, filters, now, heat)
+        return _heatmap_part(request, filters, now, heat, export)
     board = _load_board(filters, now, export)
     if (response := _export_before_stranded(export, board)) is not None:
         return response
@@ -664,6 +689,7 @@ def team_dashboard(request, slug: str):
     team = get_object_or_404(Team, slug=slug)
     if not may_see_team(request.user, team):
         raise Http404("No such team.")  # never say whether another team exists
+    export = checked_export(request, TEAM_EXPORTS)
     now = timezone.now()
     zone = billing_zone()
     month = month_of(now, zone)
@@ -696,7 +722,6 @@ def team_dashboard(request, slug: str):
         serving_dash.serving_rows(allocations=allocations, month=month, now=now),
         request.GET.get("serving_sort", "allocation"),
     )
-    export = request.GET.get("export")
     if export == "serving":
         return csv_response(serving, SERVING_COLUMNS, f"{team.slug}-serving.csv")
     if export == "allocations":

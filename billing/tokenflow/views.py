@@ -32,6 +32,7 @@ from pools.tenancy.permissions import may_see_team
 from pools.tokenflow import selectors
 from pools.web.pages import (
     Column,
+    checked_export,
     checked_page,
     checked_page_size,
     csv_response,
@@ -107,6 +108,7 @@ def token_flow(request, team: str):
     team_obj = get_object_or_404(Team, slug=team)
     if not may_see_team(request.user, team_obj):
         raise Http404("No such team.")  # never say whether another team exists
+    export = checked_export(request)
     models = selectors.team_models(team_id=team_obj.pk)
     today = timezone.now().astimezone(billing_zone()).date()
     form = TokenFlowFilterForm(request.GET or None, models=models, today=today)
@@ -126,7 +128,7 @@ def token_flow(request, team: str):
                              since=since, until=until)  # fmt: skip
     key = cost_order_key(ordering.removeprefix("-"), prices=prices, models=chosen, days=days)
     ordered = _ordered(priced, ordering, key)
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         if not valid:  # a header-only CSV would say the team made no calls then
             return filter_refusal_csv(form)
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)

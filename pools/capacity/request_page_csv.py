@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-from django.http import HttpResponse, StreamingHttpResponse
+from django.http import StreamingHttpResponse
 
 from pools.capacity.arithmetic import card_hours
 from pools.capacity.models import Allocation, CapacityRequest
@@ -123,17 +123,6 @@ DRIFT_COLUMNS = [
 ]
 
 EXPORTS = ("request", "allocation", "scheduler", "drifts")
-
-
-def unknown_export(name: str) -> HttpResponse:
-    """The answer to ``?export=<name>`` of no table: 400, ``text/plain``, naming the tables that
-    have a CSV (the page itself, a 200 HTML document, was saved as ``.csv`` by a script)."""
-    known = ", ".join(("audit", *EXPORTS))
-    return HttpResponse(
-        f"No table {name[:40]!r} to export; export is one of: {known}.\n",
-        status=400,
-        content_type="text/plain; charset=utf-8",
-    )
 
 
 def request_page_csv(

@@ -61,6 +61,7 @@ from pools.web.pages import (
     PALETTE,
     Column,
     UrlOfId,
+    checked_export,
     checked_page,
     csv_response,
     filter_refusal,
@@ -408,9 +409,7 @@ def request_detail(request, pk: int):
         "may_cancel": request_services.capacity_request_may_cancel(request=obj, actor=request.user),
     }
     context["trail"].sort(key=lambda e: (e.created_at, e.pk))
-    export = request.GET.get("export", "")
-    if export and export != "audit" and export not in request_page_csv.EXPORTS:
-        return request_page_csv.unknown_export(export)
+    export = checked_export(request, ("audit", *request_page_csv.EXPORTS))
     if export == "audit":
         return csv_response(context["trail"], AUDIT_TRAIL_COLUMNS, f"request-{pk}-audit.csv")
     if allocation is not None:
@@ -598,6 +597,7 @@ def approval_queue(request, verdicts=None):
     :data:`QUEUE_VERDICTS_MAX` requests, oldest first). ``?export=csv``: the queue in the same
     order as CSV (:data:`QUEUE_COLUMNS`), its first :data:`QUEUE_VERDICTS_MAX` requests (each
     explained as on the page)."""
+    export = checked_export(request) == "csv"
     ordering = request.GET.get("ordering", "submitted_at")
     pending = (
         capacity_selectors.capacity_request_list(user=request.user, decider=False)
@@ -606,7 +606,6 @@ def approval_queue(request, verdicts=None):
     )
     judged: dict = {}
     budgets: dict | None = None  # each request's budget verdict as of now, not at submission
-    export = request.GET.get("export") == "csv"
     if export or (verdicts is not None and ordering in ("approvable", "-approvable")):
         pending = list(pending[:QUEUE_VERDICTS_MAX])
         budgets = budget_verdicts(requests=pending)
@@ -761,10 +760,11 @@ def timeline(request):
     named and its allocations alone listed, every other team's cards "other teams" (the bars'
     total, and so ``free``, the same). Any other slug is a 400: the page with the refusal and no
     charts, the CSV :func:`filter_refusal_csv`."""
+    export = checked_export(request)
     filterset = TimelineFilterSet(request.GET or None, queryset=Allocation.objects.none(),
                                   request=request)  # fmt: skip
     if filterset.is_bound and not filterset.is_valid():
-        if request.GET.get("export") == "csv":
+        if export == "csv":
             return filter_refusal_csv(filterset.form)
         context = {"form": filterset.form, "refusal": filter_refusal(filterset.form), "charts": []}
         return render(request, "pools/requests/timeline.html", context, status=400)
@@ -800,7 +800,7 @@ def timeline(request):
     models = GpuModel.objects.in_bulk({m for _, m in groups})
     usable_of = schedulable_cards_by_pool_model()
     ordered = sorted(groups.items(), key=lambda kv: (pools[kv[0][0]].name, models[kv[0][1]].name))
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         lines = [
             {"pool": pools[pool_id], "gpu_model": models[model_id], "day": day, "team": team,
              "cards": cards[i], "peak_at": peaks[(pool_id, model_id)][i][1],
@@ -937,8 +937,9 @@ def scheduler_drift(request):
         for error in (report or {}).get("errors", []):
             messages.error(request, error)
         return redirect("pools:scheduler-drift")
+    export = checked_export(request) if request.method == "GET" else None
     rows = SchedulerDrift.objects.select_related("team")
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         return csv_response(rows.iterator(), DRIFT_COLUMNS, "scheduler-drift.csv")
     return render(
         request,

@@ -9,7 +9,8 @@ from pools.web.team_picker import TeamChoiceField, TeamPicker
 
 class DashboardFilterForm(forms.Form):
     """Filters of the capacity dashboard: pool, GPU model, driver group and team, by slug/branch.
-    An unknown value is a form error, and the dashboard shows everything rather than nothing.
+    An unknown value (a team the user may not see among them) is a form error, and the
+    dashboard a 400 with no figures, as every page's filters.
     The team is typed (:class:`~pools.web.team_picker.TeamPicker`): a fleet has too many teams
     for a ``<select>``."""
 

@@ -24,7 +24,7 @@ from pools.tenancy import selectors as tenancy_selectors
 from pools.tenancy.roles import is_pool_admin
 from pools.web.csv_numbers import plain_number
 from pools.web.numbers import CARD_HOUR_PLACES
-from pools.web.pages import Column, UrlOfId, checked_page, csv_response, minute_text
+from pools.web.pages import Column, UrlOfId, checked_export, checked_page, csv_response, minute_text
 
 MY_TEAMS_PAGE_SIZE = 50  # teams, and allocations, per page of "My teams"
 MY_TEAMS_RECENT_REQUESTS = 20  # the newest requests under the allocations
@@ -71,7 +71,7 @@ def my_teams(request):
     Teams and allocations are paged (a pool admin sees every team). ``?export=allocations``:
     every allocation of the table as CSV (:data:`MY_ALLOCATION_COLUMNS`, same order);
     ``?export=requests``: the recent requests' (:data:`MY_REQUEST_COLUMNS`)."""
-    export = request.GET.get("export")
+    export = checked_export(request, ("allocations", "requests"))
     if export == "allocations":
         holding = (
             capacity_selectors.allocation_list(user=request.user)

@@ -10,7 +10,7 @@ from django.utils.cache import patch_vary_headers
 
 from pools.common.choices import CardClass
 from pools.dashboards.classes import CARD_CLASSES, class_holdings
-from pools.web.pages import Column, csv_response, pool_admin_required
+from pools.web.pages import Column, checked_export, csv_response, pool_admin_required
 
 
 def _class_value(attribute: str):
@@ -36,8 +36,9 @@ CLASS_COLUMNS = [
 def class_list(request):
     """Every workload class and the cards it holds now; ``?export=csv`` the same rows;
     ``?part=held`` the held-cards table alone (the dashboard's). Three queries."""
+    export = checked_export(request)
     holdings = class_holdings(now=timezone.now())
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         return csv_response(holdings.rows, CLASS_COLUMNS, "workload-classes.csv")
     context = {"holdings": holdings, "card_classes": _card_class_headers()}
     template = "pools/dashboards/class_list.html"

@@ -31,7 +31,7 @@ from pools.elastic.services import (
 from pools.tenancy.permissions import may_administer_pools, may_manage_elastic
 from pools.tenancy.selectors import managed_team_list, team_list
 from pools.web.csv_numbers import card_hours_csv
-from pools.web.pages import Column, csv_response, form_add_domain_errors
+from pools.web.pages import Column, checked_export, csv_response, form_add_domain_errors
 
 CHART_SPAN = timedelta(hours=24)
 
@@ -96,11 +96,12 @@ in ``currency`` (empty when unpriced)."""
 def elastic_list(request):
     """Every elastic allocation the user may see: floor, ceiling, cards now, the last 7 days'
     burst and its money, last decision; ``?export=csv``: :data:`ELASTIC_COLUMNS`."""
+    export = checked_export(request)
     policies = list(selectors.elastic_policy_list(user=request.user))
     money = _money(policies)
     for policy in policies:
         policy.money = money.get(policy.pk) if money else None
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         return csv_response(policies, ELASTIC_COLUMNS, "elastic-allocations.csv")
     return render(request, "pools/elastic/list.html", {"policies": policies, "money": money})
 
@@ -119,6 +120,7 @@ def elastic_detail(request, pk: int):
     policy = selectors.elastic_policy_list(user=request.user).filter(pk=pk).first()
     if policy is None:
         raise Http404("No such elastic allocation.")
+    export = checked_export(request) if request.method == "GET" else None
     can_edit = may_manage_elastic(request.user, policy.allocation.team)
     form = ElasticPolicyForm(instance=policy)
     whatif_form = whatif = None
@@ -137,7 +139,7 @@ def elastic_detail(request, pk: int):
             return _whatif_fragment(request, policy, whatif)
         whatif_form = _whatif_form(policy, whatif)
     events, money = _events_with_money(policy)
-    if request.method == "GET" and request.GET.get("export") == "csv":
+    if export == "csv":
         return csv_response(
             events, SCALE_EVENT_COLUMNS, f"elastic-{policy.allocation_id}-scaling.csv"
         )
@@ -347,6 +349,7 @@ def burst_opt_in_list(request):
     """The teams' opt-ins to burst pools (issue 35; your teams', all for pool admins) with each
     pool's card-hour prices (CSV too), and a form to opt a team in (its managers, pool
     admins; audited by :func:`pools.elastic.services.burst_opt_in_set`)."""
+    export = checked_export(request) if request.method == "GET" else None
     opt_ins = list(selectors.burst_opt_in_list(user=request.user))
     pools = list(selectors.burst_pool_list())
     prices = selectors.burst_pool_prices(
@@ -357,7 +360,7 @@ def burst_opt_in_list(request):
     for opt_in in opt_ins:
         opt_in.prices = prices.get(opt_in.pool_id, [])
         opt_in.can_opt_out = opt_in.team_id in managed
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         rows = [(o, price) for o in opt_ins for price in (o.prices or [None])]
         return csv_response(rows, BURST_OPT_IN_COLUMNS, "burst-opt-ins.csv")
     form = BurstOptInForm(

@@ -23,6 +23,7 @@ from pools.inventory.services.uploads import inventory_import_in_background, inv
 from pools.tenancy.permissions import may_administer_pools
 from pools.web.pages import (
     Column,
+    checked_export,
     csv_response,
     filtered_list,
     form_add_domain_errors,
@@ -169,8 +170,9 @@ def node_detail(request, hostname: str):
         )
     except Node.DoesNotExist:
         raise Http404(f"No node named {hostname!r}.") from None
+    export = checked_export(request)
     gpus = list(node.gpus.all())
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         for gpu in gpus:
             gpu.mig_device_count = len(gpu.mig_devices.all())
         return csv_response(gpus, GPU_COLUMNS, f"{node.hostname}-gpus.csv")
@@ -190,8 +192,9 @@ FLEET_COLUMNS = [
 
 
 def fleet_overview(request):
+    export = checked_export(request)
     rows = selectors.fleet_summary()
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         return csv_response(rows, FLEET_COLUMNS, "fleet.csv")
     pools = sorted({r.pool for r in rows})
     models = sorted({r.gpu_model for r in rows})
@@ -245,7 +248,7 @@ def pool_list(request):
     """Pools and driver groups with their cards; ``?export=csv`` the pools table
     (:data:`POOL_COLUMNS`), ``?export=driver-groups`` the driver groups'
     (:data:`DRIVER_GROUP_COLUMNS`), in the page's order (by name, by branch)."""
-    export = request.GET.get("export")
+    export = checked_export(request, ("csv", "driver-groups"))
     if export == "csv":
         pools = selectors.pool_list(with_mig=True).order_by("name")
         return csv_response(pools, POOL_COLUMNS, "pools.csv")
@@ -274,6 +277,7 @@ def pool_list(request):
 
 @require_http_methods(["GET", "POST"])
 def unrecognised_models(request):
+    export = checked_export(request) if request.method == "GET" else None
     form = None
     if request.method == "POST":
         if not may_administer_pools(request.user):
@@ -296,7 +300,7 @@ def unrecognised_models(request):
                 )
                 return redirect("pools:unrecognised-models")
     rows = selectors.unrecognised_model_list()
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         columns = [
             Column("raw_model_name", lambda r: r["raw_model_name"]),
             Column("model_candidates", lambda r: " ".join(r["model_candidates"])),

@@ -57,6 +57,7 @@ from pools.reclamation.services.whatif import (
 from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import (
     Column,
+    checked_export,
     checked_page,
     csv_response,
     filter_refusal,
@@ -101,6 +102,7 @@ def idle_findings(request):
     ``?export=csv`` the same rows. Filters it cannot use (a team the user may not see, a state
     that is none) are a 400: the page with the error and no rows, the CSV
     :func:`pools.web.pages.filter_refusal_csv`. 50 findings a page (:func:`checked_page`)."""
+    export = checked_export(request)
     filterset = IdleFindingFilterSet(
         request.GET or None,
         queryset=selectors.idle_finding_list(user=request.user),
@@ -108,7 +110,7 @@ def idle_findings(request):
     )
     refused = filterset.is_bound and not filterset.is_valid()
     rows = filterset.queryset.none() if refused else filterset.qs
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         if refused:
             return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(), FINDING_COLUMNS, "idle-findings.csv")
@@ -405,11 +407,13 @@ def _exemption_revoke(request) -> None:
 def reclamation_policies(request):
     """Every pool's policy (defaults until edited) and the exemptions in force;
     ``?export=policies`` the policies table as CSV (:data:`POLICY_COLUMNS`),
-    ``?export=exemptions`` the exemptions' (:data:`EXEMPTION_COLUMNS`)."""
+    ``?export=exemptions`` the exemptions' (:data:`EXEMPTION_COLUMNS`); with ``?pool=``,
+    ``?export=csv`` that pool's what-if rows (:data:`WHATIF_COLUMNS`)."""
+    export = checked_export(request, ("policies", "exemptions", "csv"))
     pools = list(Pool.objects.order_by("name"))
     policies = {p.pool_id: p for p in ReclamationPolicy.objects.all()}
-    if request.GET.get("export") in ("policies", "exemptions"):
-        return _policies_csv(request.GET["export"], pools, policies)
+    if export in ("policies", "exemptions"):
+        return _policies_csv(export, pools, policies)
     edit = request.GET.get("pool") or request.POST.get("pool_slug")
     form = exemption_form = None
     if request.method == "POST" and request.POST.get("kind") == "policy":
@@ -437,7 +441,7 @@ def reclamation_policies(request):
     if edit and form is None:
         pool = get_object_or_404(Pool, slug=edit)
         whatif = _what_if(request, pool)
-        if whatif and whatif["result"] and request.GET.get("export") == "csv":
+        if whatif and whatif["result"] and export == "csv":
             name = f"reclamation-whatif-{pool.slug}-{whatif['run'].pk}.csv"
             return csv_response(whatif["run"].result["rows"], WHATIF_COLUMNS, name)
         if whatif and request.htmx:  # the what-if's poll

@@ -24,7 +24,7 @@ from pools.sizing.filtersets import SizingEstimateFilterSet
 from pools.sizing.presets import model_presets
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web.numbers import grouped
-from pools.web.pages import Column, csv_response, filtered_list
+from pools.web.pages import Column, checked_export, csv_response, filtered_list
 
 # The service's scalar input names; the form uses them as they are.
 SCALAR_INPUTS = (
@@ -366,6 +366,7 @@ def sizing_page(request):
     they change (a pasted config.json is too long for a GET's address), and a GET with the
     inputs in its query opens the page with them, as a shared link does; ``export=csv`` in the
     query answers the rows as CSV."""
+    export = checked_export(request)
     posted = request.method == "POST"
     data = request.POST if posted else request.GET
     form = _form_values(data, link=not posted and not request.htmx)
@@ -374,7 +375,7 @@ def sizing_page(request):
         _inputs, results = sizing_services.sizing_preview(raw=form)
     except DomainError as exc:
         errors = _error_items(exc.data.get("errors") or {"model": exc.message})
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         if results is None:
             return HttpResponse(
                 "The inputs are invalid: "
@@ -440,8 +441,9 @@ def sizing_estimate_detail(request, pk: int):
     """A saved estimate: progress while its job runs (htmx polls the ``body`` fragment), then
     the results; ``export=csv`` answers the rows."""
     estimate = _estimate_or_404(request, pk)
+    export = checked_export(request)
     results = _decorate(dict(estimate.results)) if estimate.results else None
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         if results is None:
             return HttpResponse("The estimate has no results yet.", status=409)
         return csv_response(results["rows"], ROW_COLUMNS, f"sizing-estimate-{estimate.pk}.csv")

@@ -1,5 +1,7 @@
 """Template helpers for list pages: sortable headers and query-string building."""
 
+import re
+
 from django import template
 from django.http import QueryDict
 from django.utils.html import format_html, format_html_join
@@ -69,6 +71,23 @@ def break_at_dots(code) -> SafeString:
     free to wrap before each dot and nowhere else (with ``code.dotted``'s CSS, which stops
     ``code``'s break-anywhere), so a narrow cell never splits ``submit`` / ``ted``."""
     return format_html_join(mark_safe("<wbr>."), "{}", ((part,) for part in str(code).split(".")))
+
+
+_MARKS = re.compile(r"(?=\.)|(?<=[-/_:=,])")
+"""Where an identifier may wrap: before a dot, after a hyphen, slash, underscore, colon, equals
+sign or comma (``nvidia.com/gpu.product``, ``GPU-3f1a2b4c-…``, ``vllm:num_requests_waiting``,
+``GrpTRESMins=gres/gpu=600``)."""
+
+
+@register.filter
+def break_at_marks(code) -> SafeString:
+    """``{{ gpu.uuid|break_at_marks }}`` -> ``GPU-<wbr>3f1a…``: an identifier (a slug, a UUID,
+    a label, a node or scheduler object's name), escaped, free to wrap only where
+    :data:`_MARKS` says (with ``code.ident``'s CSS, which stops ``code``'s break-anywhere), so
+    a phone's narrow cell never splits ``nvidia.com/gpu.prod`` / ``uct``. Text without such
+    marks is one unbroken run (the table scrolls rather than cut it)."""
+    parts = [part for part in _MARKS.split(str(code)) if part]
+    return format_html_join(mark_safe("<wbr>"), "{}", ((part,) for part in parts))
 
 
 @register.filter

@@ -173,6 +173,38 @@ class ParameterInvalid(BadRequest):
         super().__init__(f"{parameter}: {allowed}")
 
 
+class ExportInvalid(ParameterInvalid):
+    """``?export=<name>`` of a page that has no such download (``?export=xyz``): a 400 naming
+    the ones it has (``exports``), never the page itself, which a script would save as its
+    CSV. A browser (or htmx) gets the 400 page of :class:`ParameterInvalid`; anything else the
+    same words in plain text (:meth:`plain`), as the CSV refusals are."""
+
+    def __init__(self, exports: Sequence[str]):
+        self.exports = tuple(exports)
+        super().__init__("export", "one of " + ", ".join(self.exports))
+
+    def plain(self, name: str) -> HttpResponse:
+        """The plain-text 400 for a script: ``No export 'xyz' here; export is one of: csv.``"""
+        return HttpResponse(
+            f"No export {name[:40]!r} here; export is one of: {', '.join(self.exports)}.\n",
+            status=400,
+            content_type="text/plain; charset=utf-8",
+        )
+
+
+def checked_export(request, exports: Sequence[str] = ("csv",)) -> str | None:
+    """``?export=`` of a page: one of ``exports`` (its downloads, e.g. ``("csv",)``); absent
+    or empty, ``None`` (the page). Raises :class:`ExportInvalid` for any other text: every
+    page answers an export it has not with the same 400, not with itself (a 200 a script
+    saves as the CSV) nor with a page chosen quietly. Read it before any other work."""
+    name = request.GET.get("export", "")
+    if name == "":
+        return None
+    if name not in exports:
+        raise ExportInvalid(exports)
+    return name
+
+
 def checked_page_size(request, *, default: int = 50, sizes: Sequence[int] = PAGE_SIZES) -> int:
     """``?page_size=`` of a list page: one of ``sizes`` (the page's menu); absent or empty,
     ``default``. Raises :class:`ParameterInvalid` for any other text (a hand-written
@@ -251,8 +283,10 @@ def filtered_list(
 
     Filters it cannot use (a team the user may not see, an ``ordering`` it does not sort by)
     answer 400, as the API does: the page (or fragment) with the errors on the form and in
-    ``refusal``, no rows; the CSV :func:`filter_refusal_csv`.
+    ``refusal``, no rows; the CSV :func:`filter_refusal_csv`. ``?export=`` other than ``csv``
+    is :func:`checked_export`'s 400.
     ``page`` and ``page_size`` are read by :func:`checked_page` / :func:`checked_page_size`."""
+    export = checked_export(request)
     params = request.GET
     filterset = filterset_class(params or None, queryset=queryset, request=request)
     refused = filterset.is_bound and not filterset.is_valid()
@@ -263,7 +297,7 @@ def filtered_list(
         rows = queryset.none() if refused else filterset.qs
     if not params.get("ordering"):
         rows = rows.order_by(*default_ordering)
-    if request.GET.get("export") == "csv":
+    if export == "csv":
         if refused:
             return filter_refusal_csv(filterset.form)
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)

@@ -121,10 +121,13 @@ document.addEventListener("htmx:beforeSwap", (event) => {
     unfolded.set(position, { table: table.scrollLeft, wrap: tableWrap(table).scrollLeft });
   });
 });
-// A list's table answers 400 when its filters cannot be used (a team one may not see): the
-// fragment says why, so it is swapped in like any other (htmx keeps 4xx answers out by default).
+// A list's table (and the dashboard's body) answers 400 when its filters cannot be used (a
+// team one may not see): the fragment says why, so it is swapped in like any other (htmx keeps
+// 4xx answers out by default).
+const REFUSAL_TARGETS = ["table", "dashboard-body"];
 document.addEventListener("htmx:beforeSwap", (event) => {
-  if (event.detail.xhr.status === 400 && event.detail.target && event.detail.target.id === "table") {
+  const target = event.detail.target;
+  if (event.detail.xhr.status === 400 && target && REFUSAL_TARGETS.includes(target.id)) {
     event.detail.shouldSwap = true;
     event.detail.isError = false;
   }

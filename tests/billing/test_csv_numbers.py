@@ -86,18 +86,14 @@ def test_the_finance_month_csv_has_plain_numbers(four_cards_for_30_days, admin_p
 
 @pytest.mark.django_db
 def test_the_team_dashboards_spend_csv_has_amounts_to_the_minor_unit(
-    team, team_member, rates, train_pool, client
+    team, team_member, rates, train_pool, client, mid_month
 ):
     """Last month's statement of 4 A100 cards used for one day (the 2nd, 00:00 → the 3rd 00:00
     UTC): 96 card-hours × 3.00 EUR = 288.00 EUR, stored as ``288.0000``; the spend CSV says
     ``288.00`` beside ``EUR``. This month has no statement and no usage: its cost so far under
-    the rate card in force, 0.00 EUR, as the page's Spend card says, marked ``so_far``."""
-    from django.utils import timezone
-
-    from billing.conf import billing_zone
-    from billing.pricing import month_of, previous_month
-
-    last = previous_month(month_of(timezone.now(), billing_zone()))
+    the rate card in force, 0.00 EUR, as the page's Spend card says, marked ``so_far``. At
+    mid-November 2026 (:data:`MID_MONTH`): last month is October, this month November."""
+    last = date(2026, 10, 1)
     day = job(1, utc(last.year, last.month, 2), utc(last.year, last.month, 3), {"a100": 4})
     usage_import_slurm(
         scheduler=Accounting([day]),
@@ -113,5 +109,5 @@ def test_the_team_dashboards_spend_csv_has_amounts_to_the_minor_unit(
     rows = list(csv.DictReader(io.StringIO(text)))
     assert [(r["month"], r["amount"], r["currency"], r["so_far"]) for r in rows] == [
         (f"{last:%Y-%m}", "288.00", "EUR", "False"),
-        (f"{month_of(timezone.now(), billing_zone()):%Y-%m}", "0.00", "EUR", "True"),
+        ("2026-11", "0.00", "EUR", "True"),
     ]

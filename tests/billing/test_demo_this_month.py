@@ -44,7 +44,7 @@ def _pages(client: Client, month) -> tuple[Decimal, Decimal, str]:
     return _amount(card.group(1)), _amount(total.group(1)), month_page
 
 
-def test_the_demo_previews_this_month_and_its_clock_moves_the_money():
+def test_the_demo_previews_this_month_and_its_clock_moves_the_money(mid_month):
     call_command("load_demo", stdout=StringIO())
     now = timezone.now()
     drafts = demo_billing_load(months=1, now=now)
@@ -81,7 +81,7 @@ def test_the_demo_previews_this_month_and_its_clock_moves_the_money():
     assert abs(moved - (by_hand + hour)) <= Decimal("0.01") * len(lines)
 
 
-def test_the_demo_jobs_inside_nlps_slurm_allocations_are_metered_inside_them():
+def test_the_demo_jobs_inside_nlps_slurm_allocations_are_metered_inside_them(mid_month):
     """nlp's vLLM server on its four A100 (its serving page shows it busy) and its retriever
     evaluation on its four RTX 4090 run as Slurm jobs from their allocations' starts: each
     allocation's usage to the import is its cards x the hours since it started, all of it

@@ -30,6 +30,7 @@ HOUR = datetime(2026, 11, 10, 9, 0, tzinfo=UTC)
 
 
 def serving_allocation(team, *, cards=2):
+    """An active allocation of ``team`` through November 2026 (``MID_MONTH`` inside it)."""
     return AllocationFactory(
         team=team,
         card_count=cards,
@@ -130,19 +131,15 @@ def test_groups_add_up_allocations_of_one_pool_model_and_team(priced, team):
     assert group["cost_per_million_output"] == Decimal("7.04")
 
 
-def test_the_dashboard_csvs_price_held_card_hours_without_tokens(admin_page, team, priced):
+def test_the_dashboard_csvs_price_held_card_hours_without_tokens(
+    admin_page, team, priced, mid_month
+):
     """An nlp allocation of 2 L40S whose engine reported no tokens for an hour: held
     2 x 12 x 300 s = 2.0 card-h x 1.90 EUR = 3.80 EUR of cost (it was 0.00: only token-covered
     card-hours were priced), no cost per million output tokens. Both dashboard CSVs, per
     allocation and per pool x model x team, say 3.80; unpriced it would be empty, not 0."""
-    allocation = AllocationFactory(
-        team=team,
-        card_count=2,
-        status=AllocationStatus.ACTIVE,
-        starts_at=datetime.now(UTC) - timedelta(days=1),
-        ends_at=datetime.now(UTC) + timedelta(days=1),
-    )
-    start = bucket_floor(datetime.now(UTC), 3600) - timedelta(hours=1)
+    allocation = serving_allocation(team)
+    start = bucket_floor(mid_month, 3600) - timedelta(hours=1)
     hour_of_rollups(allocation, start, output=None, prompt=None)
 
     def rows(export):
@@ -170,16 +167,12 @@ def test_sorting_puts_unknown_last_both_ways(priced, team):
     assert sort_rows(rows, "nonsense")[1] == "allocation"
 
 
-def test_the_team_dashboard_lists_serving_and_exports_it(client, team, team_member, priced):
+def test_the_team_dashboard_lists_serving_and_exports_it(
+    client, team, team_member, priced, mid_month
+):
     allocation = serving_allocation(TeamFactory(slug="other"))
-    mine = AllocationFactory(
-        team=team,
-        card_count=2,
-        status=AllocationStatus.ACTIVE,
-        starts_at=datetime.now(UTC) - timedelta(days=1),
-        ends_at=datetime.now(UTC) + timedelta(days=1),
-    )
-    hour_of_rollups(mine, bucket_floor(datetime.now(UTC), 3600) - timedelta(hours=1))
+    mine = serving_allocation(team)
+    hour_of_rollups(mine, bucket_floor(mid_month, 3600) - timedelta(hours=1))
     hour_of_rollups(allocation, HOUR)
     client.force_login(team_member)
     page = client.get("/teams/nlp/dashboard/?serving_sort=-waiting")
@@ -221,15 +214,10 @@ def test_the_statement_shows_serving_as_showback_on_the_page_csv_and_pdf(
     assert pdf.status_code == 200 and pdf.content.startswith(b"%PDF")
 
 
-def test_the_admin_dashboard_lists_unmatched_series_and_a_failed_pass(admin_page, team):
+def test_the_admin_dashboard_lists_unmatched_series_and_a_failed_pass(admin_page, team, mid_month):
     """A pass whose answers include a namespace no allocation serves in lists it for the
     admin; the next pass times out, and the dashboard says so with the last rollup's age."""
-    allocation = AllocationFactory(
-        team=team,
-        status=AllocationStatus.ACTIVE,
-        starts_at=datetime.now(UTC) - timedelta(days=1),
-        ends_at=datetime.now(UTC) + timedelta(days=1),
-    )
+    allocation = serving_allocation(team)
     ghost = term("requests_running", "vllm", "vllm:num_requests_running", 1, namespace="team-x")
     mine = term("requests_running", "vllm", "vllm:num_requests_running", 2)
     serving_rollup_pass(metrics=StubPrometheus([ghost, mine]))
@@ -238,30 +226,24 @@ def test_the_admin_dashboard_lists_unmatched_series_and_a_failed_pass(admin_page
     assert "team-x" in page and "no open allocation serves in this namespace" in page
     assert ServingRollup.objects.get(allocation=allocation).requests_running == 2
 
-    serving_rollup_pass(
-        now=datetime.now(UTC) + timedelta(minutes=5), metrics=StubPrometheus(down=True)
-    )
+    serving_rollup_pass(now=mid_month + timedelta(minutes=5), metrics=StubPrometheus(down=True))
     page = admin_page.get("/dashboard/").content.decode()
     assert "Serving rollup: Prometheus could not be read, the last rollup stays" in page
 
 
-def test_the_serving_table_its_csv_and_the_panel_show_one_number(client, team, team_member):
+def test_the_serving_table_its_csv_and_the_panel_show_one_number(
+    client, team, team_member, mid_month
+):
     """The newest bucket of an nlp allocation: 0.25 requests waiting on average over the five
     minutes, KV cache 41.5 % used, TTFT p95 0.2535 s. Worked out by hand, rounding half-up:
     waiting to one decimal 0.3 (a 5-minute mean: a whole number would say 0, no queue); KV to
     whole per cent 42; TTFT to whole ms 0.254 s, on the panel 254 ms. The team dashboard's
     Serving table, its CSV and the allocation's Serving panel all read so. The table and the
     panel wrote the waiting requests as 0, the CSV as 0.25 (and KV 41.5, TTFT 0.2535)."""
-    allocation = AllocationFactory(
-        team=team,
-        card_count=2,
-        status=AllocationStatus.ACTIVE,
-        starts_at=datetime.now(UTC) - timedelta(days=1),
-        ends_at=datetime.now(UTC) + timedelta(days=1),
-    )
+    allocation = serving_allocation(team)
     ServingRollup.objects.create(
         allocation=allocation,
-        bucket_start=bucket_floor(datetime.now(UTC), 300) - timedelta(minutes=5),
+        bucket_start=bucket_floor(mid_month, 300) - timedelta(minutes=5),
         cards_held=2,
         requests_waiting=0.25,
         kv_cache_usage_pct=41.5,

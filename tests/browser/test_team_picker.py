@@ -43,5 +43,6 @@ def test_typing_suggests_teams_and_the_slug_filters_the_dashboard(signed_in, liv
     assert page.input_value("input[name=team]") == "vision"
     assert not [e for e in errors if "Content Security Policy" in e]
 
-    page.goto(f"{live_server.url}/dashboard/?team=no-such-team")
+    refused = page.goto(f"{live_server.url}/dashboard/?team=no-such-team")
+    assert refused.status == 400
     assert "No team you can see has this slug." in page.locator("p.errorlist").inner_text()

@@ -9,7 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from browser_support import log_in
+from browser_support import DEMO_PASSWORD, log_in
 from django.core.management import call_command
 
 from pools.elastic.models import ElasticPolicy, ScaleEvent
@@ -100,3 +100,77 @@ def test_audit_action_codes_wrap_at_a_dot_or_not_at_all(browser, live_server, tm
     context.close()
     assert {"request.submitted", "request.approved", "request.rejected"} <= seen
     assert {pk: runs for pk, runs in broken.items() if runs} == {}
+
+
+# Each part of an identifier between its break points (|break_at_marks puts a <wbr> there, so
+# each part is a text node of its own) laid out on one line; the parts that are not.
+SPLIT_PARTS = """(selector) => {
+  const split = [];
+  for (const el of document.querySelectorAll(selector)) {
+    if (!el.getClientRects().length) continue;  // a folded column
+    const walker = document.createTreeWalker(el, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+      const range = document.createRange();
+      range.selectNodeContents(node);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0)
+                                                     .map(r => Math.round(r.top)));
+      if (tops.size > 1) split.push(node.data);
+    }
+  }
+  return split;
+}"""
+
+
+def test_identifiers_wrap_at_their_marks_or_not_at_all(browser, live_server, tmp_path):
+    """At 390 px, GPU UUIDs and a node's labels (``nvidia.com/gpu.product``), a drift's subject
+    and waiting work's references and reason codes wrap only at a dot, hyphen, slash, colon,
+    underscore or equals sign, never inside ``product`` or ``AssocGrpGRES``; no page is wider
+    than the screen (a table scrolls instead)."""
+    from factories import (
+        MembershipFactory,
+        PendingWorkFactory,
+        SchedulerDriftFactory,
+        TeamFactory,
+        UserFactory,
+        node_with_gpus,
+    )
+
+    node = node_with_gpus(4, hostname="gpu-node-with-a-long-name-017")
+    node.labels = {
+        "nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB",
+        "nvidia.com/gpu.deploy.container-toolkit": "true",
+        "feature.node.kubernetes.io/pci-10de.present": "true",
+    }
+    node.save(update_fields=["labels"])
+    SchedulerDriftFactory(subject="account nlp-research GrpTRES gres/gpu:a100_80g_sxm")
+    team = TeamFactory(slug="nlp-research")
+    PendingWorkFactory(team=team, ref="4125", reason_code="AssocGrpGRESRunMinutes")
+    PendingWorkFactory(
+        team=team, scheduler="kubernetes", ref="team-nlp-research/job-nvl-8gpu-6e6e2",
+        reason_code="TopologyPlacementFailed", kind="topology", queue="default",
+    )  # fmt: skip
+    admin = UserFactory(username="admin", is_staff=True, password=DEMO_PASSWORD)
+    MembershipFactory(team=team, user=admin)
+
+    context, page = _sign_in(browser, live_server, "admin", 390, 844)
+    split, seen = {}, []
+    for path in (
+        f"/nodes/{node.hostname}/",
+        "/gpus/",
+        "/scheduler/drift/",
+        f"/teams/{team.slug}/waiting/",
+    ):
+        page.goto(f"{live_server.url}{path}")
+        page.wait_for_load_state("networkidle")
+        for summary in page.locator("main details > summary").all():
+            summary.click()  # the node's labels
+        for unfold in page.get_by_text("Show all").all():
+            unfold.click()  # every column of a table folded to its key columns
+        seen += page.locator("code.ident").all_inner_texts()
+        page.screenshot(path=str(tmp_path / f"{path.strip('/').replace('/', '-')}-390.png"),
+                        full_page=True)  # fmt: skip
+        split[path] = page.evaluate(SPLIT_PARTS, "code.ident")
+        assert page.evaluate("document.documentElement.scrollWidth") <= 390, path
+    context.close()
+    assert {"nvidia.com/gpu.product", "AssocGrpGRESRunMinutes"} <= set(seen)
+    assert {path: parts for path, parts in split.items() if parts} == {}

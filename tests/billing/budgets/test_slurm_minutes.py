@@ -160,7 +160,7 @@ def test_the_budget_page_shows_what_slurm_holds_or_why_not(slurm_team, fake, l40
     budget_minutes_sync(team=slurm_team, adapters={None: fake})
     client.force_login(team_member)
     html = client.get("/costs/budgets/").content.decode()
-    assert "<code>GrpTRESMins=gres/gpu:a100=118200</code>" in html
+    assert '<code class="ident">GrpTRESMins=<wbr>gres/<wbr>gpu:<wbr>a100=<wbr>118200</code>' in html
     assert 'class="error">Slurm refused GrpTRESMins gres/gpu:' in html
 
 
@@ -287,6 +287,6 @@ def test_the_budget_page_shows_each_clusters_share(two_clusters, team_member, cl
     budget_minutes_sync(team=Team.objects.get(slug="nlp"), adapters=fakes)
     client.force_login(team_member)
     html = client.get("/costs/budgets/").content.decode()
-    assert "<code>GrpTRESMins=gres/gpu=940</code> in east<br>" in html
-    assert "<code>GrpTRESMins=gres/gpu=310</code> in west" in html
+    assert '<code class="ident">GrpTRESMins=<wbr>gres/<wbr>gpu=<wbr>940</code> in east<br>' in html
+    assert '<code class="ident">GrpTRESMins=<wbr>gres/<wbr>gpu=<wbr>310</code> in west' in html
     assert "caps of 3 and 1 cards: 750 and 250" in html

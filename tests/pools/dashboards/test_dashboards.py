@@ -271,7 +271,10 @@ def test_csv_exports(fleet, django_user_model):
         assert admin.get(f"/dashboard/?export={table}").status_code == 200
 
 
-def test_team_dashboard_usage_and_spend(fleet):
+def test_team_dashboard_usage_and_spend(mid_month, fleet):
+    """At :data:`MID_MONTH` (pinned before the fleet is built): the allocation's day since
+    yesterday is all this month's, and the page's hours are exactly 24, not 24 and the seconds
+    the test took (48.001 card-hours on a slow run)."""
     now, allocation, nlp = fleet["now"], fleet["allocation"], fleet["nlp"]
     month = month_of(now, timezone.UTC if hasattr(timezone, "UTC") else now.tzinfo)
     UsageRecord.objects.create(

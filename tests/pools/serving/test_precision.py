@@ -16,7 +16,8 @@ from pools.serving.models import ServingRollup
 from pools.serving.precision import PLACES, signal_rounded
 from pools.serving.services import bucket_floor
 
-pytestmark = pytest.mark.django_db
+# at mid-month noon: the newest bucket, the day's and "this month so far" never straddle an edge
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("mid_month")]
 
 NOISY = {
     "kv_cache_usage_pct": 32.800000000000004,  # -> 32.8 (1 place)

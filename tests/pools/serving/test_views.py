@@ -12,7 +12,8 @@ from pools.common.choices import AllocationStatus
 from pools.serving.models import ServingRollup
 from pools.serving.services import bucket_floor, serving_coverage_note
 
-pytestmark = pytest.mark.django_db
+# at mid-month noon: the newest bucket, the day's and "this month so far" never straddle an edge
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("mid_month")]
 
 
 def rolled_up(team):

@@ -135,8 +135,8 @@ def test_page_csv_and_api_name_the_cluster(two, team_member, client):
     team = team_member.memberships.get().team
 
     html = client.get(f"/teams/{team.slug}/waiting/").content.decode()
-    assert '<span class="badge">Slurm · Old</span> <code>7</code>' in html
-    assert '<span class="badge">Slurm · Train</span> <code>8</code>' in html
+    assert '<span class="badge">Slurm · Old</span> <code class="ident">7</code>' in html
+    assert '<span class="badge">Slurm · Train</span> <code class="ident">8</code>' in html
     assert "Slurm (Old): read" in html and "Slurm (Train): read" in html
 
     exported = client.get(f"/teams/{team.slug}/waiting/?export=csv&cluster=train")

@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.db.models.signals import post_init
 from django.utils import timezone
+from django.utils.html import escape
 from factories import AdvisorFindingFactory, MembershipFactory, TeamFactory
 
 from pools.reclamation.models import Exemption
@@ -102,14 +103,34 @@ def test_the_dashboard_lists_no_team_and_resolves_the_typed_slug(admin_page, tea
     assert page.context["filters"].team == "nlp"
 
 
-def test_the_dashboard_says_an_unknown_team_and_shows_everything(admin_page):
+def test_the_dashboard_refuses_an_unknown_team_as_the_timeline_does(admin_page):
+    """The page, its htmx body and its parts answer 400 with the refusal and no figures, as
+    ``/timeline/?team=`` does; the CSVs the plain-text refusal."""
     TeamFactory(slug="nlp")
+    refusal = f'Team "no-such-team": {INVALID}'
 
     page = admin_page.get("/dashboard/", {"team": "no-such-team"})
+    body = admin_page.get("/dashboard/", {"team": "no-such-team"}, HTTP_HX_REQUEST="true")
+    heatmap = admin_page.get("/dashboard/", {"team": "no-such-team", "part": "heatmap"})
+    plan = admin_page.get("/dashboard/", {"team": "no-such-team", "export": "plan"})
+    timeline = admin_page.get("/timeline/", {"team": "no-such-team"})
 
-    assert page.status_code == 200
+    assert [page.status_code, body.status_code, heatmap.status_code] == [400, 400, 400]
     assert page.context["form"].errors == {"team": [INVALID]}
-    assert page.context["filters"].team is None
+    assert page.context["refusal"] == timeline.context["refusal"] == refusal
+    html = page.content.decode()
+    assert escape(refusal) in html and 'name="team" value="no-such-team"' in html
+    assert "cards in pools" not in html and 'id="heatmap"' not in html  # no figures
+    assert "<html" not in body.content.decode() and escape(refusal) in body.content.decode()
+    assert plan.status_code == 400 and plan["Content-Type"].startswith("text/plain")
+    assert plan.content.decode() == f"The filters are invalid: {refusal}\n"
+
+
+def test_the_dashboard_refuses_a_pool_of_no_slug(admin_page):
+    page = admin_page.get("/dashboard/", {"pool": "nowhere"})
+
+    assert page.status_code == 400
+    assert list(page.context["form"].errors) == ["pool"]
 
 
 def test_the_advisor_filters_by_the_typed_slug(admin_page):

@@ -191,7 +191,7 @@ def test_an_export_of_no_table_is_a_400_naming_the_tables(fake_slurm, placed):
     assert response.status_code == 400
     assert response["Content-Type"] == "text/plain; charset=utf-8"
     assert response.content.decode() == (
-        "No table 'alocation' to export; export is one of: "
+        "No export 'alocation' here; export is one of: "
         "audit, request, allocation, scheduler, drifts.\n"
     )
     page = client.get(f"{url}?export=")

@@ -95,8 +95,8 @@ def test_slurm_written_then_read_back_then_drift_on_page_and_api(
     client.force_login(bob)
     page = client.get(f"/requests/{allocation.request_id}/").content.decode()
     assert "In the scheduler" in page
-    assert "<code>gres/gpu:a100=3</code>" in page
-    assert "<code>vision</code>" in page
+    assert '<code class="ident">gres/<wbr>gpu:<wbr>a100=<wbr>3</code>' in page
+    assert '<code class="ident">vision</code>' in page
     assert "expected 3, found 1" in page
 
     body = api_as(bob).get(f"/api/v1/allocations/{allocation.pk}/").json()
@@ -164,7 +164,7 @@ def test_kubernetes_written_namespace_and_quota(
     assert got["Namespace"][0] == "team-nlp"
     assert got["ResourceQuota"] == ("team-nlp/gpu-quota", "requests.nvidia.com/gpu: 3")
     assert "ClusterQueue" not in got
-    assert "<code>team-nlp/gpu-quota</code>" in page
+    assert '<code class="ident">team-<wbr>nlp/<wbr>gpu-<wbr>quota</code>' in page
 
 
 def test_kubernetes_kueue_pool_preview_names_the_queues(k8s_world):

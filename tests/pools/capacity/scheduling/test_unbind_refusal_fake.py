@@ -143,7 +143,8 @@ def test_the_allocations_own_panel_shows_the_refusal_until_reconcile_repairs_it(
     page = client.get(reverse("pools:request-detail", args=[allocation.request_id]))
     listed = page.content.decode().split('data-testid="unrepaired-drifts"')[1].split("</table>")[0]
     assert (
-        f'<td data-label="Object"><code>reservation {name}</code></td>'
+        '<td data-label="Object"><code class="ident">'
+        f"reservation portal-<wbr>alloc-<wbr>{allocation.pk}</code></td>"
         f'<td data-label="Expected">none: allocation #{allocation.pk} is ended</td>'
     ) in listed
     assert f"<code>delete_reservation: {message}</code>" in listed
