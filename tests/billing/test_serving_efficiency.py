@@ -237,7 +237,7 @@ def test_the_serving_table_its_csv_and_the_panel_show_one_number(
     """The newest bucket of an nlp allocation: 0.25 requests waiting on average over the five
     minutes, KV cache 41.5 % used, TTFT p95 0.2535 s. Worked out by hand, rounding half-up:
     waiting to one decimal 0.3 (a 5-minute mean: a whole number would say 0, no queue); KV to
-    whole per cent 42; TTFT to whole ms 0.254 s, on the panel 254 ms. The team dashboard's
+    whole per cent 42; TTFT to whole ms 0.254 s, on the panel too. The team dashboard's
     Serving table, its CSV and the allocation's Serving panel all read so. The table and the
     panel wrote the waiting requests as 0, the CSV as 0.25 (and KV 41.5, TTFT 0.2535)."""
     allocation = serving_allocation(team)
@@ -268,4 +268,4 @@ def test_the_serving_table_its_csv_and_the_panel_show_one_number(
     )
     assert "<dt>Requests waiting</dt><dd>0.3</dd>" in panel
     assert "<dt>KV cache used</dt><dd>42 <small>%</small></dd>" in panel
-    assert "<dt>TTFT p95</dt><dd>254 <small>ms</small></dd>" in panel
+    assert "<dt>TTFT p95</dt><dd>0.254 <small>s</small></dd>" in panel
