@@ -147,7 +147,8 @@ def test_importing_the_month_again_corrects_its_records_in_place(team, infer_poo
 
 
 def test_a_slurm_job_on_the_burst_cards_is_not_charged_again(team, train_pool, a100, rates):
-    """Elastic A in the Slurm pool ``train``: floor 2 A100, 4 from 10:00 to 12:00. Reserved 2 ×
+    """One rule for both imports (elastic policies are made on Kubernetes pools only today).
+    Elastic A in the Slurm pool ``train``: floor 2 A100, 4 from 10:00 to 12:00. Reserved 2 ×
     10 = 20 card-h × 2.00 = 40.00; burst 2 × 2 = 4 card-h × 2.00 (the reserved price) = 8.00;
     job 1 on 4 A100 10:00 → 12:00: 8 card-h included; total 48.00 (before: 4 card-h used ×
     3.00 = 12.00 more, 60.00)."""
