@@ -15,10 +15,11 @@ from decimal import Decimal
 from django.db.models import Max, Q, Sum
 
 from billing.charges import usage_lines_by_team
-from billing.choices import RateKind, UsageSource, UsageUnit
+from billing.choices import ChargeBasis, RateKind, UsageSource, UsageUnit
 from billing.conf import billing_zone
 from billing.models import Statement, UsageImport, UsageRecord
 from billing.pricing import (
+    card_hour_amount,
     format_money,
     local_midnight,
     month_of,
@@ -285,6 +286,28 @@ class CostSoFar:
         return None if self.forecast is None else format_money(self.forecast, self.currency)
 
 
+def _reserved_ahead_amount(
+    lines, period: RatePeriod, model_id: int, price: Decimal, seconds: Decimal, currency: str
+) -> Decimal:
+    """What ``seconds`` card-seconds reserved ahead of GPU model ``model_id`` add to the month's
+    money at ``price`` (the rate ``period`` in force now): they join that period's reserved line
+    of the model in ``lines`` (the statement rounds a line once, from its raw card-seconds:
+    :func:`billing.pricing.card_hour_amount`), so the addition is the line rounded with them
+    less the line rounded without; without such a line, their own amount rounded. The forecast
+    is then what the month's line will be, whichever hour the reservation import ran to (1 card
+    × 480 h at 0.013 EUR: 6.24 EUR, not 0.46 + 5.79 = 6.25 after an import to hour 35)."""
+    for line in lines:
+        if (
+            line.basis == ChargeBasis.RESERVED and line.gpu_model_id == model_id
+            and line.unit_price == price and line.rate_card_id == period.card_id
+            and line.rate_from == period.rate_from and line.pool_id is None
+            and line.gpu_id is None
+        ):  # fmt: skip
+            raw = line.raw_quantity + seconds
+            return card_hour_amount(raw, price, currency) - line.amount
+    return card_hour_amount(seconds, price, currency)
+
+
 def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSoFar]:
     """This month's money per team, from the statements' own pricing path.
 
@@ -295,8 +318,10 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
     - ``forecast``: ``to_date`` + for every charged, reserved-priced allocation of the team, its
       cards × hours from ``now`` to the earlier of its window's end and the month's end, at the
       rate card's reserved price in force now (:func:`billing.rate_periods.price_for`),
-      rounded half-up to the currency's minor unit once per GPU model. Burst ahead is not
-      forecast (it depends on traffic).
+      priced with the reserved line of that model and price they will join, rounded half-up
+      to the currency's minor unit once (:func:`_reserved_ahead_amount`: the forecast does not
+      move by a cent from one hourly import to the next). Burst ahead is not forecast (it
+      depends on traffic).
 
     Three queries plus the statement path's; ``{}`` for no teams."""
     if not team_ids:
@@ -335,14 +360,15 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
         for (owner, model_id), seconds in sorted(ahead.items()):
             if owner != team_id:
                 continue
-            hours = card_seconds_hours(seconds)
-            card_hours += hours
+            card_hours += card_seconds_hours(seconds)
             price = price_for(period, RateKind.GPU_RESERVED, model_id, "") if period else None
             if price is None or forecast is None:
                 unpriced.append(names[model_id])
                 forecast = None
                 continue
-            forecast += round_money(hours * price, currency)
+            forecast += _reserved_ahead_amount(
+                lines.get(team_id, []), period, model_id, price, seconds, currency
+            )
         out[team_id] = CostSoFar(
             month, to_date, forecast, currency, card_hours, tuple(dict.fromkeys(unpriced))
         )

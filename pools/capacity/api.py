@@ -80,14 +80,15 @@ class AllocationSerializer(serializers.ModelSerializer):
         ]
 
     def get_card_hours(self, obj) -> str:
-        """Reserved card-hours of the whole window, 2 decimals (cards × hours, with the cards
-        held at each moment: a reclamation shrink changes them from then on, as the reservation
-        import charges; a MIG slice counts its share of a card, ``g``/7). Read for every
-        allocation of a list at once (:class:`_WindowCardHoursList`), else one query here."""
+        """Reserved card-hours of the whole window, a string with 3 decimals rounded half-up, as
+        the pages, CSVs and statements give them (2 cards for 1 h 0 min 45 s: ``"2.025"``):
+        cards × hours, with the cards held at each moment (a reclamation shrink changes them
+        from then on, as the reservation import charges); a MIG slice counts its share of a
+        card, ``g``/7. Read for every allocation of a list at once, else one query here."""
         known = self.context.setdefault("window_card_hours", {})
         if obj.pk not in known:
             known.update(selectors.allocations_window_card_hours([obj]))
-        return f"{known[obj.pk]:.2f}"
+        return plain_number(known[obj.pk], CARD_HOUR_PLACES)
 
 
 class AllocationDetailSerializer(AllocationSerializer):

@@ -68,7 +68,7 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
 
     def get_scaling_last_7_days(self, obj) -> dict | None:
         """``since``/``until``, ``burst_card_hours`` held above the floor and
-        ``released_card_hours`` by down decisions (2 decimals), their ``burst_amount`` /
+        ``released_card_hours`` by down decisions (3 decimals, half-up), their ``burst_amount`` /
         ``released_amount`` (minor unit, strings) in ``currency`` at ``price_per_card_hour``
         (the rate card's burst price today) — ``null`` when unpriced, with ``reason``; of the
         burst card-hours, those placed in each burst pool (``burst_pools``: ``pool`` slug,
@@ -148,9 +148,9 @@ class ScaleEventSerializer(serializers.ModelSerializer):
 
     def get_money(self, obj) -> dict | None:
         """``cards`` the decision changed (+ added, - released), ``card_hours`` they were held
-        (or not) until the next change or now (2 decimals), ``amount`` at the rate card's burst
-        price today (minor unit, string) and ``currency``, both ``null`` when unpriced; ``null``
-        for a hold or without a pricing hook."""
+        (or not) until the next change or now (3 decimals, half-up), ``amount`` at the rate
+        card's burst price today (minor unit, string) and ``currency``, both ``null`` when
+        unpriced; ``null`` for a hold or without a pricing hook."""
         money = _scale_money(self.context, [obj.policy], [obj])
         m = money.get(obj.policy_id) if money else None
         d = m.decisions.get(obj.pk) if m else None

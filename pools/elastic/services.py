@@ -37,7 +37,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from enum import StrEnum
 from typing import Any
 
@@ -96,6 +96,7 @@ from pools.jobs.runs import (
     queued_runs_sweep,
 )
 from pools.tenancy.permissions import may_manage_elastic
+from pools.web.numbers import CARD_HOUR_PLACES
 from scheduler_adapters.errors import SchedulerError
 from scheduler_adapters.kubernetes_elastic import (
     ElasticBounds,
@@ -1479,12 +1480,24 @@ def whatif_unavailable_reason(source: WhatIfSource | str | None) -> str:
     )
 
 
+def _whatif_card_hours(value: float) -> Decimal:
+    """A replay's card-hours (a float sum of cards × seconds ÷ 3,600) to
+    :data:`pools.web.numbers.CARD_HOUR_PLACES` places, half-up, from the float's shortest
+    repr (``2.025`` -> ``2.025``, ``10 / 60`` -> ``0.167``)."""
+    return Decimal(repr(value)).quantize(Decimal(1).scaleb(-CARD_HOUR_PLACES), ROUND_HALF_UP)
+
+
 def whatif_answer(run: WhatIfRun, *, days: int, burst: dict | None) -> dict[str, Any]:
     """A what-if as JSON (what the API answers and a queued what-if stores): the span the
-    readings cover (``start``/``end`` ISO 8601, ``covered_hours``, ``short``: less than the
-    ``days`` asked), the totals (card-hours to 2 places, minutes to 1), the card ``timeline``
-    ``[[unix s, cards], ...]`` and ``burst`` (:func:`whatif_burst_json`)."""
+    readings cover (``start``/``end`` ISO 8601, ``covered_hours`` to 2 places, ``short``: less
+    than the ``days`` asked), the totals -- card-hours as decimal strings to 3 places, as every
+    page shows them (``"2.025"``; ``saved_card_hours`` is the two rounded totals' difference,
+    so ``card_hours + saved_card_hours == fixed_card_hours`` as shown), minutes to 1 -- the
+    card ``timeline`` ``[[unix s, cards], ...]`` and ``burst`` (:func:`whatif_burst_json`).
+    What-ifs stored before kept card-hours as numbers to 2 places; the pages read both."""
     result = run.result
+    used = _whatif_card_hours(result.card_hours)
+    fixed = _whatif_card_hours(result.fixed_card_hours)
     return {
         "source": run.source.value,
         "samples": run.samples,
@@ -1497,10 +1510,10 @@ def whatif_answer(run: WhatIfRun, *, days: int, burst: dict | None) -> dict[str,
         "scale_downs": result.scale_downs,
         "min_cards": result.min_cards,
         "max_cards": result.max_cards,
-        "card_hours": round(result.card_hours, 2),
+        "card_hours": str(used),
         "fixed_cards": result.fixed_cards,
-        "fixed_card_hours": round(result.fixed_card_hours, 2),
-        "saved_card_hours": round(result.saved_card_hours, 2),
+        "fixed_card_hours": str(fixed),
+        "saved_card_hours": str(fixed - used),
         "breach_minutes": round(result.breach_minutes, 1),
         "unknown_minutes": round(result.unknown_minutes, 1),
         "timeline": [list(point) for point in result.timeline],

@@ -58,7 +58,7 @@ ELASTIC_COLUMNS = [
     Column("currency", _money_of("currency")),
     Column("last_decision", lambda p: (p.last_decision or {}).get("reason")),
 ]
-"""The list's CSV: the page's columns, the 7-day burst in card-hours (2 places, as shown) and
+"""The list's CSV: the page's columns, the 7-day burst in card-hours (3 places, as shown) and
 its amount in ``currency`` (empty when no rate card prices it), the last decision's reason."""
 
 
@@ -89,7 +89,7 @@ SCALE_EVENT_COLUMNS = [
     Column("apply_note", lambda e: e.apply_note),
 ]
 """The scaling history's CSV (the 50 decisions the page lists): each decision's cards changed
-(+ added, - released), the card-hours they made or saved (2 places, as shown) and their amount
+(+ added, - released), the card-hours they made or saved (3 places, as shown) and their amount
 in ``currency`` (empty when unpriced)."""
 
 

@@ -54,6 +54,7 @@ from pools.reclamation.services.whatif import (
     reclamation_whatif_queue,
     reclamation_whatif_unavailable,
 )
+from pools.web.csv_numbers import card_hours_csv
 from pools.web.pages import (
     Column,
     checked_page,
@@ -473,9 +474,11 @@ def _exempted(exemption: Exemption) -> str:
     return f"allocation #{exemption.allocation_id}"
 
 
-# A what-if's rows as its report stores them (ISO 8601 times, card-hours to 2 places).
+# A what-if's rows as its report stores them (ISO 8601 times), card-hours to 3 places as the
+# page shows them (a what-if stored before kept them as numbers to 2: 0.17 -> 0.170).
 WHATIF_COLUMNS = [
-    Column(name, lambda row, name=name: row[name])
+    Column(name, lambda row, name=name: card_hours_csv(row[name]) if name == "card_hours_freed"
+           else row[name])
     for name in (
         "allocation", "team", "card_count", "first_idle", "would_reclaim_at", "cards_reclaimed",
         "card_hours_freed", "findings", "note",

@@ -42,13 +42,15 @@ PLACES: dict[str, int] = {
 
 # Decimals pages show a signal with, in its stored unit, and their CSVs export it with. Running
 # and waiting requests are 5-minute means: 0.7 is a queue, which a whole number would show as 1
-# (and 0.3 as none). TTFT 3 places of a second (whole ms, as the panel writes it in ms), TPOT /
-# ITL 4 (0.1 ms); utilisation and KV-cache use whole per cent.
+# (and 0.3 as none). TTFT 3 places of a second (whole ms: 0.798 s on the Serving table, its CSV
+# and an allocation's panel alike), TPOT / ITL 4 (0.1 ms; the panel writes it in ms);
+# utilisation and KV-cache use whole per cent.
 SHOWN_PLACES: dict[str, int] = {
     "requests_running": 1,
     "requests_waiting": 1,
     "kv_cache_usage_pct": 0,
     "gpu_util_pct": 0,
+    "ttft_p50_s": 3,
     "ttft_p95_s": 3,
     "itl_p95_s": 4,
 }

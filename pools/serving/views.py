@@ -23,7 +23,7 @@ CHARTS = (
                               ("requests_waiting", "waiting", 1)]),
     ("KV cache and prefix hits", "%", [("kv_cache_usage_pct", "KV cache used", 1),
                                        ("prefix_cache_hit_pct", "prefix-cache hits", 1)]),
-    ("Time to first token", "ms", [("ttft_p50_s", "p50", 1000), ("ttft_p95_s", "p95", 1000)]),
+    ("Time to first token", "s", [("ttft_p50_s", "p50", 1), ("ttft_p95_s", "p95", 1)]),
     ("Inter-token latency (TPOT)", "ms", [("itl_p50_s", "p50", 1000), ("itl_p95_s", "p95", 1000)]),
     ("End-to-end latency", "s", [("e2e_p50_s", "p50", 1), ("e2e_p95_s", "p95", 1)]),
     ("Tokens per second", "tok/s", [("prompt_tokens", "input", "rate"),
@@ -39,8 +39,8 @@ CURRENT = (
     ("requests_waiting", "Requests waiting", "", 1, 1),
     ("kv_cache_usage_pct", "KV cache used", "%", 1, 0),
     ("prefix_cache_hit_pct", "Prefix-cache hits", "%", 1, 0),
-    ("ttft_p50_s", "TTFT p50", "ms", 1000, 0),
-    ("ttft_p95_s", "TTFT p95", "ms", 1000, 0),
+    ("ttft_p50_s", "TTFT p50", "s", 1, 3),
+    ("ttft_p95_s", "TTFT p95", "s", 1, 3),
     ("itl_p50_s", "TPOT / ITL p50", "ms", 1000, 1),
     ("itl_p95_s", "TPOT / ITL p95", "ms", 1000, 1),
     ("e2e_p95_s", "End-to-end p95", "s", 1, 2),
@@ -114,8 +114,8 @@ def _current_rows(row: dict | None) -> list[dict]:
         value = None if row is None else row.get(field)
         if value is not None and field in SHOWN_PLACES:
             # rounded where the dashboard's table and its CSV round it, then scaled exactly (a
-            # Decimal × 1 or 1000; TTFT 0.2535 s: 0.254 s there, 254 ms here, not 253 from the
-            # float's 253.49999… ms)
+            # Decimal × 1 or 1000; TPOT 0.01015 s: 0.0102 s there, 10.2 ms here, not 10.1 from
+            # the float's 10.149999… ms)
             value = signal_shown(field, value)
         out.append(
             {
@@ -146,8 +146,9 @@ def _charts(points: list[dict]) -> dict:
     for title, unit, fields in CHARTS:
         sets = []
         for field, label, scale in fields:
+            # 4 places: TTFT in seconds keeps its stored 0.1 ms (0.7975 s, not 0.797)
             values = [
-                None if p[field] is None else round(p[field] * _factor(scale, p["seconds"]), 3)
+                None if p[field] is None else round(p[field] * _factor(scale, p["seconds"]), 4)
                 for p in points
             ]
             sets.append({"label": label, "data": values})

@@ -60,7 +60,11 @@ class ModelArch:
     counted apart from the language model's ``total_params``. ``kv_cache_dtype``: the KV-cache
     dtype the checkpoint itself names (``FP8``, ``INT8``; ``None``: not stated, 16-bit), used
     when a request leaves the KV dtype to ``auto``
-    (:func:`pools.sizing.memory.kv_cache_dtype_for`).
+    (:func:`pools.sizing.memory.kv_cache_dtype_for`). ``fp8_weight_block``: the edge of the square
+    weight blocks its FP8 checkpoint scales (``quantization_config.weight_block_size`` [128, 128]
+    of DeepSeek-V3, Kimi-K2 and Qwen3's FP8 checkpoints: 128); ``None``: per-tensor or
+    per-channel scales, or no FP8 checkpoint named. Block-scaled experts multiply slower on
+    Hopper (``pools.sizing.throughput.MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE``).
 
     Raises :class:`SizingInputError` (reason ``not_positive`` or ``inconsistent``) when a count
     is not a positive integer, the attention heads are not a multiple of the KV heads, or the
@@ -95,6 +99,7 @@ class ModelArch:
     vision: VisionEncoder | None = None
     kv_cache_dtype: str | None = None
     window_chunked: bool = False
+    fp8_weight_block: int | None = None
 
     def __post_init__(self) -> None:
         """Checks in order: field ranges, layer layout, heads and experts; raises
@@ -115,6 +120,7 @@ class ModelArch:
             "kv_lora_rank",
             "qk_rope_head_dim",
             "moe_layer_interval",
+            "fp8_weight_block",
         ):
             if getattr(self, name) is not None:
                 _require_positive_int(name, getattr(self, name))
@@ -229,6 +235,7 @@ class ModelArch:
         hf_repo: str = "",
         sources: dict[str, str] | None = None,
         kv_cache_dtype: str | None = None,
+        fp8_weight_block: int | None = None,
     ) -> ModelArch:
         """The architecture of a Llama-style decoder from its config fields, with its parameters
         counted by :func:`model_params_from_config` — the one way presets and custom models are
@@ -278,6 +285,7 @@ class ModelArch:
             window_chunked=window_chunked,
             sources=dict(sources or {}),
             kv_cache_dtype=kv_cache_dtype,
+            fp8_weight_block=fp8_weight_block,
             **config,
         )
 
@@ -579,6 +587,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         "tie_word_embeddings": bool(config.get("tie_word_embeddings") or False),
         "qkv_bias": bool(bias),
         "kv_cache_dtype": hf_kv_cache_dtype(outer),
+        "fp8_weight_block": hf_fp8_weight_block(outer),
     }
 
 
@@ -618,6 +627,28 @@ def hf_kv_cache_dtype(config: Any) -> str | None:
                 field="config",
             )
         return _KV_QUANT_ALGOS[str(algo).upper()]
+    return None
+
+
+def hf_fp8_weight_block(config: Any) -> int | None:
+    """The edge of the square blocks an FP8 checkpoint scales its weights in, or ``None``:
+    ``quantization_config`` ``{"quant_method": "fp8", "weight_block_size": [b, b]}`` (the format
+    DeepSeek-V3's own ``config.json`` and Qwen3's ``-FP8`` checkpoints publish; transformers'
+    ``FineGrainedFP8Config``) gives ``b``; another method, no block size, or blocks that are not
+    two equal positive whole numbers give ``None`` (costed as per-tensor scales)."""
+    if not isinstance(config, Mapping):
+        return None
+    block = config.get("quantization_config")
+    if not isinstance(block, Mapping) or str(block.get("quant_method")).lower() != "fp8":
+        return None
+    size = block.get("weight_block_size")
+    if (
+        isinstance(size, list)
+        and len(size) == 2
+        and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in size)
+        and size[0] == size[1]
+    ):
+        return size[0]
     return None
 
 
@@ -823,6 +854,7 @@ _EXTRA_ARCH_KEYS = (
     "q_lora_rank",
     "v_head_dim",
     "moe_layer_interval",
+    "fp8_weight_block",
 )
 
 

@@ -82,7 +82,12 @@ from pools.sizing.plan import (
     sizing_plan,
 )
 from pools.sizing.selectors import measured_on_fleet
-from pools.sizing.throughput import BANDWIDTH_EFFICIENCY, Speculation, fp4_compute_shares
+from pools.sizing.throughput import (
+    BANDWIDTH_EFFICIENCY,
+    MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE,
+    Speculation,
+    fp4_compute_shares,
+)
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
 
@@ -630,6 +635,12 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
         # FP4 on Blackwell multiplies below it: the published kernel rates (throughput.py).
         "fp4_linear_share": fp4_linear,
         "fp4_routed_share": fp4_routed,
+        # Block-scaled FP8 experts multiply below it on Hopper (throughput.py).
+        "fp8_block_routed_share": (
+            min(engine.compute_efficiency, MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)
+            if model.is_moe and model.fp8_weight_block and precision.compute == "fp8"
+            else None
+        ),
         # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
         "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
         "reserve_fraction": RESERVE_FRACTION,

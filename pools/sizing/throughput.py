@@ -16,11 +16,14 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   published dense NVFP4 GEMMs reach (:data:`DENSE_FP4_GEMM_PEAK_SHARE`, 34 %), not the
   efficiency of the other tensor rates, and its NVFP4 routed experts' weights streaming at the
   share of the bandwidth published MoE kernels reach (:data:`MOE_FP4_WEIGHT_STREAM_SHARE`,
-  0.397, :func:`weight_stream_s`); a mixture of experts adds the activation
-  traffic of its routed rows between the grouped GEMMs (:func:`moe_glue_s`); attention time =
-  max(KV bytes read / (bandwidth × efficiency), decode attention FLOPs / (16-bit FLOPS ×
-  efficiency)) + the context attention FLOPs of the prompts mixed into the step at that rate
-  (separate kernels, one after the other); plus the engine
+  0.397, :func:`weight_stream_s`), and block-scaled FP8 experts on Hopper at the share of the
+  FP8 peak TensorRT-LLM's MoE op reaches (:data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`, 24 %);
+  a mixture of experts adds the activation traffic of its routed rows between the grouped
+  GEMMs (:func:`moe_glue_s`); attention time = max(KV bytes read / (bandwidth × efficiency),
+  decode attention FLOPs / (16-bit FLOPS × efficiency); latent attention decodes in its
+  absorbed form, :func:`decode_attention_flops_per_context_token`, in FP8 on Blackwell against
+  an FP8 cache, :func:`decode_attention_rate`) + the context attention FLOPs of the prompts
+  mixed into the step at that rate (separate kernels, one after the other); plus the engine
   profile's fixed time per layer and step (``pools.sizing.engines``) and, for TP > 1, two
   all-reduces per layer. vLLM before 0.4.3 reads the KV cache once per query head
   (``engines.VLLM_FLASH_DECODE_FIRST_VERSION``).
@@ -525,6 +528,25 @@ def linear_flops_rate(
 MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
 
 
+#: Share of a Hopper card's dense FP8 tensor peak that a mixture of experts' routed-expert GEMMs
+#: reach when its FP8 checkpoint scales weights in blocks (``ModelArch.fp8_weight_block``:
+#: DeepSeek-V3 / R1, Kimi-K2, Qwen3 FP8) - a published kernel measurement, not an end-to-end
+#: fit: NVIDIA's aiconfigurator tables of TensorRT-LLM's fused MoE op on an H200
+#: (ai-dynamo/aiconfigurator @095f58a5 ``aic-core/src/aiconfigurator_core/systems/data/h200_sxm/
+#: moe/trtllm/1.3.0rc20/moe_perf.parquet``, ``moe_dtype`` fp8_block, balanced routing, MoE TP 1).
+#: The multiply rate is the slope between two token counts, (FLOPs(n2) - FLOPs(n1)) /
+#: (latency(n2) - latency(n1)) with FLOPs = tokens x k x 2 x 3 x hidden x I / EP per card, where
+#: the op is compute-bound (at least 512 rows per local expert at n2; n = 4,096 -> 8,192 and
+#: 8,192 -> 16,384): the median over the 118 (shape, EP, pair) groups of 12 expert shapes is
+#: 472 TFLOPS, 0.2386 of the 1,979 peak (DeepSeek-V3's shape at EP 8: 0.30 - 0.33), against the
+#: 0.55 the other layers are given. The same slope gives B200 NVFP4 MoE a median 0.11 - 0.14 of
+#: its FP4 peak (``b200_sxm/moe/trtllm/1.3.0rc20``), the share
+#: :data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE` cites from another publication; per-tensor FP8
+#: experts reach 0.35 (median, all shapes; Mixtral-8x7B's wide experts 0.56 - 0.77, above the
+#: 0.55), so only block-scaled checkpoints get this share.
+MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE = 0.2386
+
+
 #: Share of a card's peak memory bandwidth at which a mixture of experts' routed-expert weights
 #: stream in NVFP4 on Blackwell, against :data:`BANDWIDTH_EFFICIENCY` (0.8) for every other
 #: weight - a published kernel measurement, not an end-to-end fit: NVIDIA's aiconfigurator
@@ -575,13 +597,33 @@ def routed_expert_flops_rate(
     """FLOP/s of the routed-expert GEMMs on a TP group of ``tp`` cards whose other linear
     layers multiply at ``flops_rate`` FLOP/s: ``min(flops_rate, tp x FP4 dense peak x
     MOE_FP4_GROUPED_GEMM_PEAK_SHARE)`` for a mixture of experts multiplied in FP4 (NVFP4 /
-    MXFP4 on Blackwell tensor cores), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
+    MXFP4 on Blackwell tensor cores), ``min(flops_rate, tp x FP8 dense peak x
+    MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)`` for block-scaled FP8 experts on Hopper
+    (:func:`fp8_block_routed`; 8 H200s at 0.55: min(8.707e15, 8 x 1.979e15 x 0.2386) =
+    3.778e15 FLOP/s), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
     efficiency 0.5: min(4.5e15, 9e15 x 0.1402) = 1.262e15 FLOP/s.
     """
+    if fp8_block_routed(model=model, precision=precision, gpu=gpu):
+        return min(
+            flops_rate, gpu.fp8_dense_tflops * 1e12 * tp * MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE
+        )
     peak = fp4_dense_tflops(gpu)
     if not model.is_moe or precision.compute != "fp4" or not peak:
         return flops_rate
     return min(flops_rate, peak * 1e12 * tp * MOE_FP4_GROUPED_GEMM_PEAK_SHARE)
+
+
+def fp8_block_routed(*, model: ModelArch, precision: Precision, gpu: GpuSpec) -> bool:
+    """True when a mixture of experts multiplies block-scaled FP8 experts on a Hopper card
+    (``model.fp8_weight_block`` set, FP8 compute, ``hopper`` in the card's architecture, an FP8
+    rate known): its routed experts then run at :data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`."""
+    return bool(
+        model.is_moe
+        and model.fp8_weight_block
+        and precision.compute == "fp8"
+        and "hopper" in gpu.architecture.lower()
+        and gpu.fp8_dense_tflops
+    )
 
 
 def fp4_compute_shares(

@@ -125,3 +125,25 @@ def test_a_statement_with_used_lines_says_used_means_outside_reservations(
     ]
     page = client.get(f"/costs/{team.slug}/2026-11/").content.decode()
     assert "data-used-explained" in page and "outside</em> the team's reservations" in page
+
+
+def test_the_forecast_is_the_same_after_each_hourly_import(team):
+    """1 L40S reserved all of 1 Dec 00:00 -> 21 Dec 00:00 (480 h) at 0.013 EUR a card-hour: the
+    month's reserved line will be 480 × 0.013 = 6.24 EUR, whichever hour the import ran to.
+    Imported to 2 Dec 11:00 (35 h): to date 35 × 0.013 = 0.455 → 0.46; rounding the 445 h
+    ahead apart (5.785 → 5.79) forecast 6.25, a cent more than the same data imported an hour
+    later (0.468 → 0.47 and 5.772 → 5.77: 6.24). The reserved hours ahead are priced with the
+    line they will join, rounded once: 6.24 after both imports."""
+    card = RateCardFactory(effective_from=date(2026, 12, 1))
+    RateCardEntryFactory(rate_card=card, price=Decimal("0.013"))
+    AllocationFactory(
+        team=team, card_count=1, gpu_model=GpuModel.objects.get(slug="l40s"),
+        status=AllocationStatus.ACTIVE, starts_at=DEC_1, ends_at=datetime(2026, 12, 21, tzinfo=UTC),
+    )  # fmt: skip
+    forecasts = []
+    for hour in (11, 12):
+        now = datetime(2026, 12, 2, hour, tzinfo=UTC)
+        usage_import_reservations(start=DEC_1, end=now, now=now)
+        cost = teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
+        forecasts.append((cost.to_date, cost.forecast))
+    assert forecasts == [(Decimal("0.46"), Decimal("6.24")), (Decimal("0.47"), Decimal("6.24"))]

@@ -25,6 +25,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -68,6 +69,7 @@ from pools.reclamation.services.scan import (
     metrics_adapter,
     policy_thresholds,
 )
+from pools.web.numbers import CARD_HOUR_PLACES
 from scheduler_adapters.errors import SchedulerError
 
 OVERRIDABLE = WHATIF_FIELDS
@@ -80,7 +82,8 @@ READ_PERCENT = 40  # a queued what-if once Prometheus answered; the steps fill t
 class WhatIfRow:
     """One allocation: ``first_idle`` (the first step a finding would have opened),
     ``would_reclaim_at`` (``None``: never), ``cards_reclaimed`` and ``card_hours_freed``
-    (cards x hours from the reclaim to the allocation's end or ``now``, whichever first)."""
+    (cards x hours from the reclaim to the allocation's end or ``now``, whichever first, a
+    ``Decimal`` to :data:`pools.web.numbers.CARD_HOUR_PLACES` places, half-up)."""
 
     allocation: Allocation
     team: str
@@ -88,7 +91,7 @@ class WhatIfRow:
     first_idle: datetime | None = None
     would_reclaim_at: datetime | None = None
     cards_reclaimed: int = 0
-    card_hours_freed: float = 0.0
+    card_hours_freed: Decimal = Decimal(0)
     findings: int = 0
     note: str = ""
 
@@ -118,8 +121,9 @@ class WhatIfReport:
         return sum(r.cards_reclaimed for r in self.rows)
 
     @property
-    def card_hours_freed(self) -> float:
-        return round(sum(r.card_hours_freed for r in self.rows), 2)
+    def card_hours_freed(self) -> Decimal:
+        """Σ of the rows' (each already to 3 places): the total the table's rows add up to."""
+        return sum((r.card_hours_freed for r in self.rows), Decimal(0))
 
 
 NO_PROMETHEUS = (
@@ -228,7 +232,7 @@ def _reclaimed_at(
     row.would_reclaim_at = t
     row.cards_reclaimed = a.card_count - keep
     freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
-    row.card_hours_freed = float(round(freed, 2))
+    row.card_hours_freed = freed.quantize(Decimal(1).scaleb(-CARD_HOUR_PLACES), ROUND_HALF_UP)
     return True
 
 
@@ -371,7 +375,9 @@ def report_json(report: WhatIfReport) -> dict[str, Any]:
     """The report as JSON (what a queued what-if stores and the API answers): ``start``/``end``
     ISO 8601, ``step_minutes``, the ``policy`` replayed (decimals as strings), the totals, and
     per allocation its ``first_idle`` / ``would_reclaim_at`` (ISO 8601 or ``null``),
-    ``cards_reclaimed`` and ``card_hours_freed`` (2 places)."""
+    ``cards_reclaimed`` and ``card_hours_freed`` (a decimal string to 3 places, as pages show
+    card-hours: ``"0.167"``; what-ifs stored before kept a number to 2 places, which the page
+    and CSV still read)."""
 
     def iso(moment: datetime | None) -> str | None:
         return moment.isoformat() if moment else None
@@ -384,7 +390,7 @@ def report_json(report: WhatIfReport) -> dict[str, Any]:
         "findings": report.findings,
         "reclaimed": report.reclaimed,
         "cards_reclaimed": report.cards_reclaimed,
-        "card_hours_freed": report.card_hours_freed,
+        "card_hours_freed": str(report.card_hours_freed),
         "rows": [
             {
                 "allocation": row.allocation.pk,
@@ -393,7 +399,7 @@ def report_json(report: WhatIfReport) -> dict[str, Any]:
                 "first_idle": iso(row.first_idle),
                 "would_reclaim_at": iso(row.would_reclaim_at),
                 "cards_reclaimed": row.cards_reclaimed,
-                "card_hours_freed": row.card_hours_freed,
+                "card_hours_freed": str(row.card_hours_freed),
                 "findings": row.findings,
                 "note": row.note,
             }

@@ -140,7 +140,7 @@ def test_a_worker_runs_the_what_if_the_api_queued(worker, admin_api):
         "allocation": ids["idle"], "team": "idle", "card_count": 1,
         "first_idle": (now - timedelta(hours=2)).isoformat(),
         "would_reclaim_at": (now - timedelta(hours=1)).isoformat(),
-        "cards_reclaimed": 1, "card_hours_freed": 1.0, "findings": 1, "note": "",
+        "cards_reclaimed": 1, "card_hours_freed": "1.000", "findings": 1, "note": "",
     }  # fmt: skip
     assert (rows["busy"]["first_idle"], rows["busy"]["would_reclaim_at"]) == (None, None)
-    assert (report["findings"], report["reclaimed"], report["card_hours_freed"]) == (1, 1, 1.0)
+    assert (report["findings"], report["reclaimed"], report["card_hours_freed"]) == (1, 1, "1.000")

@@ -284,7 +284,7 @@ def test_approve_answers_the_allocation_and_again_the_same_one(api_as, users, wo
         "card_count": 2,
     }
     assert body["status"] == "approved"
-    assert body["card_hours"] == "336.00"  # 2 cards x 7 days x 24 h
+    assert body["card_hours"] == "336.000"  # 2 cards x 7 days x 24 h
 
 
 def test_approve_fewer_cards_through_the_api(api_as, users, world):

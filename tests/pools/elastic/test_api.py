@@ -131,8 +131,9 @@ def test_what_if_over_the_recorded_readings(
     assert (body["scale_ups"], body["scale_downs"], body["min_cards"], body["max_cards"]) == (
         0, 0, 2, 2,
     )  # fmt: skip
-    assert body["card_hours"] == round(10 / 60, 2)
-    assert body["saved_card_hours"] == 0
+    # 10 card-minutes = 0.1666… card-hours → "0.167" (3 places, half-up; stored to 2: 0.17)
+    assert (body["card_hours"], body["fixed_card_hours"]) == ("0.167", "0.167")
+    assert body["saved_card_hours"] == "0.000"
     assert body["covered_hours"] == round(5 / 60, 2)
     assert body["timeline"] == [[(NOW - timedelta(minutes=5)).timestamp(), 2]]
     _, prometheus = what_if(admin_api, policy, {"source": "prometheus"},

@@ -125,6 +125,12 @@ def test_what_if_totals_on_the_page(
     # over what the samples cover (ten 1-minute steps), not "the last 1 day"
     assert "Over the 10 minutes the readings cover (of the 1 day asked: there are no" in text
     assert "was above 1000 ms for 10 minutes" in text
+    # card-hours to 3 places: 5 min × 2 cards + 5 min × 4 = 30 card-minutes = 0.500; a fixed
+    # 4 cards × 10 min = 40 card-minutes = 0.667 (0.6666… half-up), 0.667 − 0.500 = 0.167 saved
+    # (stored to 2 places it read 0.170)
+    assert "spent 0.500 card-hours (0.167 fewer than a fixed allocation of 4 cards" in text
+    assert (whatif.result["card_hours"], whatif.result["fixed_card_hours"]) == ("0.500", "0.667")
+    assert whatif.result["saved_card_hours"] == "0.167"
     assert 'name="up_latency_ms" value="1000"' in text  # the form keeps the trial's values
     policy.refresh_from_db()
     assert policy.up_latency_ms == 800  # a what-if changes nothing
@@ -228,6 +234,25 @@ def test_admin_dashboard_shows_borrowed_cards_per_pool(admin_page, policy):
     text = " ".join(admin_page.get("/dashboard/").content.decode().split())
     borrowed = text.split("<article data-borrowed>")[1].split("</article>")[0]
     assert '<div class="value">3</div>' in borrowed and "Infer 3" in borrowed
+
+
+def test_a_what_if_stored_with_card_hours_as_numbers_still_reads(
+    admin_page, policy, monkeypatch, django_capture_on_commit_callbacks
+):
+    """What-ifs stored before card-hours were decimal strings kept them as numbers to 2 places
+    (0.5 and 0.17): the page still reads them, to 3 places (0.500, 0.170)."""
+    monkeypatch.setattr(
+        "pools.elastic.services.metrics_adapter",
+        lambda **_: FakePrometheus(inference=[_signals(minutes=10)]),
+    )
+    whatif, _ = run_what_if(admin_page, policy, {**FIELDS, "days": 1},
+                            django_capture_on_commit_callbacks)  # fmt: skip
+    whatif.result |= {"card_hours": 0.5, "fixed_card_hours": 0.67, "saved_card_hours": 0.17}
+    whatif.save()
+    page = admin_page.get(f"/elastic/{policy.pk}/", {"whatif": whatif.pk})
+    assert page.status_code == 200
+    text = " ".join(page.content.decode().split())
+    assert "spent 0.500 card-hours (0.170 fewer than a fixed allocation of 4 cards" in text
 
 
 def test_next_pre_scale_is_shown(admin_page, policy):

@@ -192,7 +192,7 @@ def test_a_queued_what_if_stores_the_report_as_json_with_its_progress(
         "allocation": world["allocations"]["idle"].pk, "team": "idle", "card_count": 2,
         "first_idle": (NOW - timedelta(hours=30)).isoformat(),
         "would_reclaim_at": (NOW - timedelta(hours=18)).isoformat(),
-        "cards_reclaimed": 2, "card_hours_freed": 36.0, "findings": 1, "note": "",
+        "cards_reclaimed": 2, "card_hours_freed": "36.000", "findings": 1, "note": "",
     }  # fmt: skip
     assert (rows["busy"]["would_reclaim_at"], rows["gappy"]["first_idle"]) == (None, None)
     assert (done.result["start"], done.result["end"]) == (
@@ -200,7 +200,7 @@ def test_a_queued_what_if_stores_the_report_as_json_with_its_progress(
     )  # fmt: skip
     assert done.result["policy"]["grace_hours"] == 12
     assert done.result["policy"]["idle_below_pct"] == "30.00"
-    assert (done.result["cards_reclaimed"], done.result["card_hours_freed"]) == (2, 36.0)
+    assert (done.result["cards_reclaimed"], done.result["card_hours_freed"]) == (2, "36.000")
     # a redelivered task leaves a finished what-if as it is
     assert reclamation_whatif_run(whatif_id=whatif.pk).result == done.result
 
@@ -435,6 +435,36 @@ def test_the_what_ifs_rows_export_as_csv(admin_page, world, django_capture_on_co
     idle = world["allocations"]["idle"].pk
     assert (
         f"{idle},idle,2,{(NOW - timedelta(hours=30)).isoformat()},"
-        f"{(NOW - timedelta(hours=6)).isoformat()},2,12.0,1,"
+        f"{(NOW - timedelta(hours=6)).isoformat()},2,12.000,1,"
     ) in lines
     assert len(lines) == 4  # the header and the three allocations
+
+
+def test_card_hours_freed_read_to_3_places(admin_page, world, django_capture_on_commit_callbacks):
+    """The idle allocation ends 5 minutes after the 24 h grace reclaims it (NOW - 6 h): 2 cards
+    × 5 min = 10 card-minutes = 0.1666… card-hours, stored "0.167" (to 2 places it read 0.170),
+    the total too; the page and the CSV say 0.167. A what-if stored before, with 0.17 as a
+    number, still reads: 0.170."""
+    idle = world["allocations"]["idle"]
+    idle.ends_at = NOW - timedelta(hours=6) + timedelta(minutes=5)
+    idle.save()
+    whatif = reclamation_whatif_queue(pool=world["pool"], actor=None, days=3)
+    with mock.patch.object(reclamation_whatif, "timezone", mock.Mock(now=lambda: NOW)):
+        reclamation_whatif_run(whatif_id=whatif.pk, metrics=world["metrics"])
+    whatif.refresh_from_db()
+    [row] = [r for r in whatif.result["rows"] if r["team"] == "idle"]
+    assert (row["card_hours_freed"], whatif.result["card_hours_freed"]) == ("0.167", "0.167")
+    query = {"pool": "infer", "whatif": whatif.pk}
+    page = " ".join(admin_page.get("/idle/policies/", query).content.decode().split())
+    assert "freeing 0.167 card-hours" in page
+    lines = b"".join(admin_page.get("/idle/policies/", {**query, "export": "csv"})
+                     .streaming_content).decode().splitlines()  # fmt: skip
+    assert [line.split(",")[6] for line in lines[1:] if ",idle," in line] == ["0.167"]
+
+    row["card_hours_freed"] = whatif.result["card_hours_freed"] = 0.17
+    whatif.save()
+    page = " ".join(admin_page.get("/idle/policies/", query).content.decode().split())
+    assert "freeing 0.170 card-hours" in page
+    lines = b"".join(admin_page.get("/idle/policies/", {**query, "export": "csv"})
+                     .streaming_content).decode().splitlines()  # fmt: skip
+    assert [line.split(",")[6] for line in lines[1:] if ",idle," in line] == ["0.170"]

@@ -115,3 +115,36 @@ def test_a_signal_the_newest_bucket_lacks_is_a_dash_on_the_page():
     assert signal("", "requests_waiting") == "—"
     assert signal(None, "ttft_p95_s") == "—"
     assert signal(0.25, "requests_waiting") == "0.3"
+
+
+def test_ttft_reads_in_seconds_on_the_panel_the_table_and_the_csv(admin_page, team):
+    """One rollup, TTFT p95 0.7975 s and p50 0.2535 s (stored to 4 places): the admin
+    dashboard's CSV, the team dashboard's Serving table and its CSV write p95 to whole ms in
+    seconds, 0.798 (half-up); an allocation's panel says the same 0.798 s (it said 798 ms) and
+    p50 0.254 s; its chart is in seconds too."""
+    now = timezone.now()
+    allocation = AllocationFactory(
+        team=team, status=AllocationStatus.ACTIVE, card_count=2,
+        starts_at=now - timedelta(days=1), ends_at=now + timedelta(days=1),
+    )  # fmt: skip
+    ServingRollup.objects.create(
+        allocation=allocation, bucket_start=bucket_floor(now) - timedelta(minutes=5),
+        cards_held=2, engine="vllm", ttft_p95_s=0.7975, ttft_p50_s=0.2535,
+    )  # fmt: skip
+
+    response = admin_page.get("/dashboard/?export=serving-allocations")
+    header, row = b"".join(response.streaming_content).decode().strip().splitlines()
+    assert dict(zip(header.split(","), row.split(","), strict=True))["ttft_p95_s"] == "0.798"
+    team_page = admin_page.get(f"/teams/{team.slug}/dashboard/")
+    assert '<td class="num">0.798 s</td>' in team_page.content.decode()
+    team_csv = b"".join(admin_page.get(f"/teams/{team.slug}/dashboard/?export=serving")
+                        .streaming_content).decode().strip().splitlines()  # fmt: skip
+    assert dict(zip(*(line.split(",") for line in team_csv), strict=True))["ttft_p95_s"] == "0.798"
+    panel = admin_page.get(f"/allocations/{allocation.pk}/serving/")
+    html = panel.content.decode()
+    assert "<dt>TTFT p95</dt><dd>0.798 <small>s</small></dd>" in html
+    assert "<dt>TTFT p50</dt><dd>0.254 <small>s</small></dd>" in html
+    assert " ms" not in html.split("TTFT p50")[1].split("</dd>")[0]
+    (chart,) = [c for c in panel.context["charts"]["charts"] if c["title"] == "Time to first token"]
+    assert chart["unit"] == "s"
+    assert [s["data"] for s in chart["sets"]] == [[0.2535], [0.7975]]

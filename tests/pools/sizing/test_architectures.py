@@ -217,6 +217,35 @@ def test_a_config_names_its_kv_cache_dtype(config, expected):
     assert custom_model_arch({"config": config}).kv_cache_dtype == expected
 
 
+BLOCK_FP8 = {"quant_method": "fp8", "fmt": "e4m3", "activation_scheme": "dynamic"}
+
+
+@pytest.mark.parametrize(
+    ("quantization", "expected"),
+    [
+        ({**BLOCK_FP8, "weight_block_size": [128, 128]}, 128),  # DeepSeek-V3 / Qwen3-FP8
+        ({**BLOCK_FP8, "weight_block_size": [128, 64]}, None),  # not square
+        ({**BLOCK_FP8, "weight_block_size": [True, True]}, None),
+        (BLOCK_FP8, None),  # per-tensor FP8
+        ({"quant_method": "compressed-tensors", "weight_block_size": [128, 128]}, None),
+        (None, None),
+    ],
+)
+def test_a_config_names_its_fp8_weight_blocks(quantization, expected):
+    config = {**LLAMA_8B_CONFIG}
+    if quantization is not None:
+        config["quantization_config"] = quantization
+    assert custom_model_arch({"config": config}).fp8_weight_block == expected
+
+
+def test_the_presets_with_block_scaled_fp8_checkpoints():
+    presets = model_presets()
+    blocked = {key for key, model in presets.items() if model.fp8_weight_block}
+    assert blocked == {"deepseek_v3", "kimi_k2", "qwen3_30b_a3b", "qwen3_235b_a22b"}
+    assert {presets[key].fp8_weight_block for key in blocked} == {128}
+    assert all("weight_block_size" in presets[key].sources["fp8_weight_block"] for key in blocked)
+
+
 def test_the_checkpoints_fp8_kv_is_used_when_the_request_leaves_it_to_auto():
     """Llama-3.1-8B with an FP8 KV cache: 2 x 32 layers x 8 KV heads x 128 x 1 B = 65,536 B per
     token (half of 16-bit's 131,072); an explicit FP16 request keeps 131,072."""

@@ -421,7 +421,9 @@ def test_images_on_the_page_add_visual_tokens_and_the_encoder(fleet, member_page
 def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_page):
     """Issue 34: NVFP4 runs do not multiply at the engine's 50 % of the tensor peak. Qwen3-30B-A3B
     in NVFP4: linear layers at 3,039 / 9,000 = 33.8 %, routed experts at 1,262 / 9,000 = 14.0 %
-    of the FP4 peak; dense Llama 3.3 70B NVFP4 has no routed share; FP8 keeps the plain 50 %."""
+    of the FP4 peak; dense Llama 3.3 70B NVFP4 has no routed share. In FP8 its block-scaled
+    experts (Qwen3-30B-A3B-FP8, 128 x 128 blocks) multiply on Hopper at 0.2386 = 23.9 % of the FP8
+    peak; Mixtral's per-tensor FP8 keeps the plain 50 %."""
     moe = {**QWEN_72B, "model": "qwen3_30b_a3b", "precision": "NVFP4", "gpu_models": "b200"}
     shares = r'<span id="compute-shares">(.*?)</span>'
     html = _htmx(member_page, "/sizing/", moe).content.decode()
@@ -434,7 +436,13 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
     dense_text = re.search(shares, dense, re.S).group(1)
     assert "its linear layers at 33.8 % of the FP4 peak" in dense_text
     assert "routed experts" not in dense_text
-    assert re.search(shares, fp8, re.S).group(1) == "50 % of tensor peak"
+    per_tensor = _htmx(
+        member_page, "/sizing/", {**moe, "model": "mixtral_8x7b", "precision": "FP8"}
+    ).content.decode()
+    fp8_text = re.search(shares, fp8, re.S).group(1)
+    assert fp8_text.startswith("50 % of tensor peak — its block-scaled FP8 experts multiply")
+    assert "on Hopper cards at 23.9 % of the FP8 peak" in fp8_text
+    assert re.search(shares, per_tensor, re.S).group(1) == "50 % of tensor peak"
 
 
 def test_a_link_naming_some_inputs_keeps_the_defaults_for_the_rest(fleet, member_page):

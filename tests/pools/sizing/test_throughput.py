@@ -24,6 +24,7 @@ from pools.sizing.throughput import (
     decode_ceiling_batch1_tok_s,
     decode_weight_bytes,
     fp4_compute_shares,
+    fp8_block_routed,
     linear_compute_s,
     linear_flops_rate,
     moe_glue_bytes,
@@ -733,3 +734,22 @@ def test_a_large_deepseek_batch_pays_the_absorbed_attention_flops():
         output_tokens=1000,
     )
     assert estimate.attention_ms >= 6.5968
+
+
+def test_block_scaled_fp8_experts_multiply_at_the_moe_kernel_share_on_hopper_only():
+    # DeepSeek-V3 (FP8 checkpoint, 128 x 128 blocks) on 8 H200s at 0.55: min(8 x 1,979e12 x 0.55,
+    # 8 x 1,979e12 x 0.2386) = 3.7775152e15 FLOP/s (aiconfigurator's H200 fp8_block MoE slope).
+    deepseek, mixtral = model_preset("deepseek_v3"), model_preset("mixtral_8x7b")
+    fp8 = precision_parse("FP8")
+    h200, b200 = gpu_spec("h200_sxm"), gpu_spec("b200")
+    rate = 8 * 1979e12 * 0.55
+    assert fp8_block_routed(model=deepseek, precision=fp8, gpu=h200)
+    assert routed_expert_flops_rate(
+        model=deepseek, precision=fp8, gpu=h200, tp=8, flops_rate=rate
+    ) == pytest.approx(3.7775152e15)
+    # Per-tensor FP8 experts (Mixtral), Blackwell, or 16-bit: the rate passed in.
+    assert routed_expert_flops_rate(
+        model=mixtral, precision=fp8, gpu=h200, tp=8, flops_rate=rate
+    ) == pytest.approx(rate)
+    assert not fp8_block_routed(model=deepseek, precision=fp8, gpu=b200)
+    assert not fp8_block_routed(model=deepseek, precision=precision_parse("BF16"), gpu=h200)
