@@ -7,8 +7,10 @@ the team's allocations of that model **in the pool it ran in**, and at each mome
 
 - the reserved allocations in force (each from its start taken to the whole second, as Slurm
   keeps whole seconds, until its end: the caller's :class:`Held`) cover at most their cards
-  together: the uses in force are taken in order of precedence (``rank``: the job started
-  first, then the smaller job id) and each is covered up to the cards its predecessors left,
+  together (the cards each holds at that moment: an elastic one's burst cards, billed as
+  held, cover too; those it placed in a burst pool cover usage in that pool's place): the
+  uses in force are taken in order of precedence (``rank``: the job started first, then the
+  smaller job id) and each is covered up to the cards its predecessors left,
   from the first reservation of its own place to start (then the next), then from those of a
   whole cluster; those card-seconds are ``included`` in that reservation (not charged again);
 - what a reservation does not cover is ``used`` (charged), naming the first allocation priced on

@@ -47,9 +47,10 @@ beyond them, on the nodes last in (cluster, namespace, node) name order, are not
 - a day partly inside an allocation priced on use always has its ``used`` record, at 0 when
   nothing ran outside the allocation, so that a record imported before such allocations were
   matched is corrected in place on a re-import (:func:`_k8s_used_kept`);
-- an ``alloc<id>`` record of a piece imported again that the rule no longer gives (the
-  allocation cancelled since, or another pool's, imported before pools were matched) is set
-  to 0 (:func:`_k8s_gone_parts`), as the Slurm import does.
+- an ``alloc<id>`` or ``used`` record of a piece imported again that the rule no longer gives
+  (the allocation cancelled since, or another pool's, imported before pools were matched;
+  usage now inside an elastic allocation's burst cards) is set to 0 (:func:`_k8s_gone_parts`),
+  as the Slurm import does.
 
 vLLM tokens (``source="prometheus-tokens"``), key
 ``vllm:<namespace>:<model_name>:<unit>:<YYYY-MM-DD>``:
@@ -592,13 +593,15 @@ def _k8s_records(
 
 
 def _k8s_gone_parts(records: list[UsageRecord]) -> list[UsageRecord]:
-    """The stored ``…:alloc<id>`` records of the pieces ``records`` writes (a piece: the key
-    up to its last ``:``, cluster, namespace, model, day and span) that ``records`` no longer
-    has — the allocation was cancelled, its window moved off the steps, or, imported before
-    allocations were matched to their pool, it is another pool's — at 0, so their usage is not
-    counted beside the piece's new records (as the Slurm import's
-    :func:`~billing.services.usage_import._gone_parts`). A piece this import does not write
-    (another meter's, a day outside the window) is left alone. One query."""
+    """The stored ``…:alloc<id>`` and ``…:used`` records of the pieces ``records`` writes (a
+    piece: the key up to its last ``:``, cluster, namespace, model, day and span) that
+    ``records`` no longer has — the allocation was cancelled, its window moved off the steps,
+    or, imported before allocations were matched to their pool, it is another pool's; usage
+    once used is now inside a reservation (its cards held above an elastic floor, imported
+    before they covered) — at 0, so their usage is not counted beside the piece's new records
+    (as the Slurm import's :func:`~billing.services.usage_import._gone_parts`, whose ``used``
+    key is always written). A piece this import does not write (another meter's, a day
+    outside the window) is left alone. One query."""
     if not records:
         return []
     written = {r.source_id for r in records}
@@ -608,7 +611,6 @@ def _k8s_gone_parts(records: list[UsageRecord]) -> list[UsageRecord]:
         source=UsageSource.KUBERNETES,
         team_id__in={r.team_id for r in records},
         month__in={r.month for r in records},
-        source_id__contains=":alloc",
         quantity__gt=0,
     ).order_by("id"):
         if row.source_id in written or row.source_id.rpartition(":")[0] not in pieces:

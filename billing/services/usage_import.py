@@ -19,16 +19,17 @@ Keys (``source_id``):
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import date, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from fractions import Fraction
 from typing import Any, Protocol
 
 from django.db import transaction
-from django.db.models import F, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet
 from django.db.models.fields.json import KT
 from django.utils import timezone
 
@@ -62,7 +63,7 @@ from pools.inventory.models import (
     node_cluster_id,
     pool_node_cluster_id,
 )
-from pools.reclamation.card_timeline import card_changes, card_pieces
+from pools.reclamation.card_timeline import CardPiece, card_changes, card_pieces
 from pools.tenancy.models import Team
 from scheduler_adapters.records import JobRecord
 
@@ -382,7 +383,8 @@ class UsageCatalogue:
     def _load_reservations(self) -> None:
         """Set ``reserved`` and ``on_use``: ``{(team id, GPU model id): [(starts, ends,
         allocation id)]}`` of the charged allocations of whole cards priced by reserved
-        card-hours and on use, in start order; and each one's :class:`Place`."""
+        card-hours and on use, in start order (each with ``elastic``: it has an elastic
+        policy); and each one's :class:`Place`."""
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
@@ -391,6 +393,7 @@ class UsageCatalogue:
         self._allocations: dict[int, Allocation] = {}
         self._places: dict[int, Place] = {}
         self._held: dict[tuple, tuple[list[Held], list[Held]]] = {}
+        self._pool_places: dict[int, PoolPlace] = {}
         # a reservation of whole cards covers jobs on whole cards (MIG jobs are charged as used)
         for a in _covering_allocations(list(windows)):
             windows[a.pricing_method][(a.team_id, a.gpu_model_id)].append(
@@ -413,24 +416,36 @@ class UsageCatalogue:
         environment's), each with its place's ``where`` (:class:`Place`), in
         :meth:`_load_reservations`' order, each from its start taken to the whole second; a
         reservation's cards as it held them over time (reclamation,
-        :func:`pools.reclamation.card_timeline.card_pieces`). Loaded once per pair and place
-        (one query for the card changes of the pairs not loaded yet)."""
+        :func:`pools.reclamation.card_timeline.card_pieces`; an elastic one's cards above its
+        floor too, billed as burst, those placed in a burst pool in that pool's place:
+        :func:`_held_pieces`), so usage on cards billed as held is not charged again. Loaded
+        once per pair and place (one query for the card changes of the pairs not loaded yet,
+        three for the scale events of the elastic ones, one for their burst pools)."""
         scope = (scheduler, cluster)
         wanted = [p for p in set(pairs) if (p, scope) not in self._held]
         ids = [i for p in wanted for _, _, i in self.reserved.get(p, ())]
         changes = card_changes(ids) if ids else {}
+        elastic = [i for i in ids if self._allocations[i].elastic]
+        timelines = held_timelines(allocation_ids=elastic) if elastic else {}
+        placed = burst_pool_timelines(allocation_ids=elastic) if elastic else {}
+        self._load_pool_places({pool for pools in placed.values() for pool in pools})
         for pair in wanted:
             reserved = []
             for _, _, allocation_id in self.reserved.get(pair, ()):
-                place, a = self._places[allocation_id], self._allocations[allocation_id]
-                if place.scope != scope:
-                    continue
-                for piece in card_pieces(a, changes.get(allocation_id, ())):
-                    start = piece.start
+                a = self._allocations[allocation_id]
+                pieces = card_pieces(a, changes.get(allocation_id, ()))
+                for start, end, cards, pool_id in _held_pieces(
+                    pieces, timelines.get(allocation_id, ()), a.card_count,
+                    placed.get(allocation_id, {}),
+                ):  # fmt: skip
+                    place = self._places[allocation_id]
+                    if pool_id is not None:
+                        place = self._pool_places[pool_id].of_team(a.team_slug)
+                    if place.scope != scope:
+                        continue
                     if start == a.starts_at:
                         start = start.replace(microsecond=0)
-                    reserved.append(Held(allocation_id, start, piece.end, Fraction(piece.cards),
-                                         place.where))  # fmt: skip
+                    reserved.append(Held(allocation_id, start, end, Fraction(cards), place.where))
             on_use = [
                 Held(i, s.replace(microsecond=0), e, where=self._places[i].where)
                 for s, e, i in self.on_use.get(pair, ())
@@ -438,6 +453,14 @@ class UsageCatalogue:
             ]
             self._held[(pair, scope)] = (reserved, on_use)
         return {p: self._held[(p, scope)] for p in pairs}
+
+    def _load_pool_places(self, pool_ids: set[int]) -> None:
+        """Add to ``_pool_places`` the burst pools of ``pool_ids`` not loaded yet (one query)."""
+        wanted = pool_ids - set(self._pool_places)
+        for pool in Pool.objects.filter(pk__in=wanted).select_related("cluster"):
+            self._pool_places[pool.pk] = PoolPlace(
+                pool.scheduler, node_cluster_id(pool.cluster), pool.slurm_partition
+            )
 
     def gpu_model(self, gres_type: str | None, partition: str | None) -> int | None:
         """A typed GRES matches an alias exactly, else the one model of the partition's pool
@@ -481,8 +504,9 @@ class UsageCatalogue:
 def _covering_allocations(methods: list[str]) -> QuerySet[Allocation]:
     """The charged allocations of whole cards priced by ``methods``, in start order, with
     the columns of their place (``place_scheduler``, ``place_cluster``: the pool's cluster
-    key, ``place_partition``, ``place_namespace``: the binding's, ``team_slug``) — read as
-    columns, not the pool, cluster and team rows."""
+    key, ``place_partition``, ``place_namespace``: the binding's, ``team_slug``) and
+    ``elastic`` (it has an elastic policy) — read as columns, not the pool, cluster and team
+    rows."""
     return (
         Allocation.objects.whole_cards()
         .filter(pricing_method__in=methods, status__in=CHARGED_STATUSES)
@@ -495,9 +519,58 @@ def _covering_allocations(methods: list[str]) -> QuerySet[Allocation]:
             place_partition=F("pool__slurm_partition"),
             place_namespace=KT("scheduler_binding__namespace"),
             team_slug=F("team__slug"),
+            elastic=Exists(ElasticPolicy.objects.filter(allocation_id=OuterRef("pk"))),
         )
         .order_by("starts_at", "id")
     )
+
+
+def _held_pieces(
+    pieces: Sequence[CardPiece],
+    timeline: Sequence[tuple[float, int]],
+    floor: int,
+    placed: dict[int, list[tuple[float, int]]],
+) -> list[tuple[datetime, datetime, int, int | None]]:
+    """``(start, end, cards, burst pool id or None)``: where a reservation's cards were over
+    its window (pure). ``pieces``: its cards as reclamation left them
+    (:func:`~pools.reclamation.card_timeline.card_pieces`); an elastic one's ``timeline``
+    (:func:`~pools.elastic.selectors.held_timelines`: ``(unix s, cards held from then on)``,
+    empty for one that is not elastic) adds the cards held above its ``floor``, billed as burst
+    (:func:`usage_import_elastic_burst`), less those ``placed`` in burst pools
+    (:func:`~pools.elastic.selectors.burst_pool_timelines`: pool id -> the same steps, 0
+    before the first), which are pieces of their pool (``None``: home). Cut at every change;
+    home pieces of 0 cards kept (as reclamation's), burst pool ones left out."""
+    if not pieces:
+        return []
+    steps = [_steps(timeline), *(_steps(s) for s in placed.values())]
+    lo, hi = pieces[0].start, pieces[-1].end
+    cuts = {p.start for p in pieces} | {p.end for p in pieces}
+    cuts.update(at for times, _ in steps for at in times if lo < at < hi)
+    out: list[tuple[datetime, datetime, int, int | None]] = []
+    ordered = sorted(cuts)
+    for start, end in zip(ordered, ordered[1:], strict=False):
+        base = next(p.cards for p in pieces if p.start <= start < p.end)
+        held, *there = (_step_at(*s, start) for s in steps)
+        burst = max(0, (floor if held is None else held) - floor)
+        cards = [(base + max(0, burst - sum(c or 0 for c in there)), None)]
+        cards += [(c, pool) for c, pool in zip(there, placed, strict=True) if c]
+        for count, pool in cards:
+            last = next((i for i in range(len(out) - 1, -1, -1) if out[i][3] == pool), None)
+            if last is not None and out[last][1] == start and out[last][2] == count:
+                out[last] = (out[last][0], end, count, pool)
+            else:
+                out.append((start, end, count, pool))
+    return out
+
+
+def _steps(timeline: Sequence[tuple[float, int]]) -> tuple[list[datetime], list[int]]:
+    return [datetime.fromtimestamp(at, UTC) for at, _ in timeline], [c for _, c in timeline]
+
+
+def _step_at(times: list[datetime], values: list[int], at: datetime) -> int | None:
+    """The value of the step function ``(times, values)`` at ``at``; ``None`` before it."""
+    index = bisect_right(times, at) - 1
+    return values[index] if index >= 0 else None
 
 
 def _in_force(
@@ -510,6 +583,23 @@ def _in_force(
         if starts.replace(microsecond=0) <= at < ends:
             return window
     return None
+
+
+@dataclass(frozen=True)
+class PoolPlace:
+    """A burst pool's ``scheduler``, cluster key (as :class:`Place`) and Slurm ``partition``:
+    the place of the cards an elastic allocation placed there, for its team
+    (:meth:`of_team`)."""
+
+    scheduler: str
+    cluster: int | None
+    partition: str
+
+    def of_team(self, slug: str) -> Place:
+        """Kubernetes: the team's namespace there, where the cards placed in it are its quota
+        (:func:`pools.elastic.services._burst_pool_apply`)."""
+        return Place.of(self.scheduler, self.cluster, partition=self.partition,
+                        namespace=f"team-{slug}")  # fmt: skip
 
 
 @dataclass(frozen=True)
