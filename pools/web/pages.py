@@ -247,7 +247,8 @@ def filter_refusal(form: forms.BaseForm) -> str:
     """The errors of a bound, invalid filter ``form`` (a FilterSet's ``.form``) as one readable
     line, each field by its label and the value sent: ``Team "vision": No team you can see has
     this slug.`` (an ``ordering`` also lists the sort keys there are); errors of no field last,
-    as they are."""
+    as they are. Fields follow one another as sentences (``…choices. Team "vision": …``), with
+    ``; `` only after a message that ends no sentence."""
     parts = []
     for name, messages in form.errors.items():
         field = form.fields.get(name)
@@ -262,7 +263,11 @@ def filter_refusal(form: forms.BaseForm) -> str:
             keys = ", ".join(str(key) for key, _ in field.choices if key)
             said = f"{said} Sort by one of: {keys}."
         parts.append(f"{named}: {said}")
-    return "; ".join(parts)
+    # a part that ends a sentence is followed by the next as a sentence, never by ".;"
+    return "".join(
+        part if i == len(parts) - 1 else part + (" " if part.endswith((".", "!", "?")) else "; ")
+        for i, part in enumerate(parts)
+    )
 
 
 def filter_refusal_csv(form: forms.BaseForm) -> HttpResponse:

@@ -150,11 +150,11 @@ document.addEventListener("htmx:beforeSwap", (event) => {
   note.append("That page no longer exists; ", back);
   target.prepend(note);
 });
-// The filters form sits outside #table, so a refused page's field errors (and the fields'
+// The filters form sits outside #table (#dashboard-body), so a refused page's field errors (and the fields'
 // aria-invalid) stayed under a team fixed since; each answer swapped into #table is the list's
 // state now, its own refusal (includes/refusal.html) naming any filter it still cannot use.
 document.addEventListener("htmx:afterSwap", (event) => {
-  if (!event.detail.target || event.detail.target.id !== "table") return;
+  if (!event.detail.target || !REFUSAL_TARGETS.includes(event.detail.target.id)) return;
   document.querySelectorAll("form.filters").forEach((form) => {
     form.querySelectorAll(".errorlist").forEach((list) => list.remove());
     form.querySelectorAll("[aria-invalid]").forEach((field) => {
@@ -162,6 +162,32 @@ document.addEventListener("htmx:afterSwap", (event) => {
       if (/_error$/.test(field.getAttribute("aria-describedby") || "")) field.removeAttribute("aria-describedby");
     });
   });
+});
+// data-fields-from-url on a filters form that pushes its URL (hx-push-url): Back and Forward put
+// back htmx's copy of the page, whose fields hold the values they were drawn with, not the ones
+// the URL names (cleared since, or typed after), and the next change sent them again. After a
+// history restore each field takes the URL's value(s); a text field or select it does not name
+// is emptied (the form's "all"), a checkbox unticked; radios it does not name keep their choice
+// (a range the page has a default for).
+function fieldsFromUrl(form) {
+  const query = new URLSearchParams(location.search);
+  for (const field of form.elements) {
+    if (!field.name || ["submit", "button", "reset"].includes(field.type)) continue;
+    const values = query.getAll(field.name);
+    if (field.type === "radio") {
+      if (values.length) field.checked = values.includes(field.value);
+    } else if (field.type === "checkbox") {
+      field.checked = values.includes(field.value);
+    } else if (field.tagName === "SELECT") {
+      for (const option of field.options) option.selected = values.includes(option.value);
+      if (!field.multiple && !values.length) field.value = "";
+    } else {
+      field.value = values.length ? values[0] : "";
+    }
+  }
+}
+document.addEventListener("htmx:historyRestore", () => {
+  document.querySelectorAll("form[data-fields-from-url]").forEach(fieldsFromUrl);
 });
 // data-copy="id" on a button: copy the value of the field with that id (the team's calendar
 // link); the button says "Copied" for two seconds.

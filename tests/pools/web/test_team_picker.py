@@ -7,12 +7,14 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from django import forms
 from django.db.models.signals import post_init
 from django.utils import timezone
 from django.utils.html import escape
 from factories import AdvisorFindingFactory, MembershipFactory, TeamFactory
 
 from pools.reclamation.models import Exemption
+from pools.web.pages import filter_refusal
 from pools.tenancy.models import Team
 
 pytestmark = pytest.mark.django_db
@@ -172,3 +174,63 @@ def test_picker_without_javascript_is_a_text_field(admin_page):
     html = admin_page.get("/dashboard/").content.decode()
     assert '<input type="text" name="team"' in html
     assert '<noscript><button type="submit">Filter</button></noscript>' in html
+
+
+def _utilisation_box(html: str) -> str:
+    """The dashboard's utilisation section (``<article class="utilisation-box">``) as drawn."""
+    return html.split('<article class="utilisation-box">', 1)[1].split("</article>", 1)[0]
+
+
+def test_the_dashboard_body_after_a_refusal_draws_the_utilisation_box_as_a_fresh_page(
+    admin_page,
+):
+    """A refused body has no utilisation box to keep (hx-preserve), so the next good body brings
+    its own: the box a fresh page loads itself from, heading, range picker and all, never an
+    empty placeholder that nothing fills."""
+    TeamFactory(slug="nlp")
+
+    refused = admin_page.get("/dashboard/", {"team": "nope"}, HTTP_HX_REQUEST="true")
+    fixed = admin_page.get("/dashboard/", {"team": ""}, HTTP_HX_REQUEST="true")
+    fresh = admin_page.get("/dashboard/", {"team": ""})
+
+    assert refused.status_code == 400 and 'id="utilisation"' not in refused.content.decode()
+    assert fixed.status_code == 200 and "<html" not in fixed.content.decode()
+    box = _utilisation_box(fixed.content.decode())
+    assert box == _utilisation_box(fresh.content.decode())
+    assert 'hx-trigger="load, change, change from:#dash-filter-form"' in box
+    assert "Mean utilisation over time, per pool × GPU model" in box
+    assert [label in box for label in ('value="24h"', 'value="7d"', 'value="30d"')] == [True] * 3
+
+
+def test_a_refusal_of_two_fields_reads_as_sentences_on_the_dashboard_and_the_timeline(
+    admin_page,
+):
+    """Each field's message ends its sentence: the next field follows after a space, not ".;"."""
+    TeamFactory(slug="nlp")
+    params = {"pool": "nope", "team": "nope"}
+    refusal = (
+        'Pool "nope": Select a valid choice. nope is not one of the available choices. '
+        f'Team "nope": {INVALID}'
+    )
+
+    page = admin_page.get("/dashboard/", params)
+    timeline = admin_page.get("/timeline/", params)  # its one filter is the team
+
+    assert page.status_code == 400 and page.context["refusal"] == refusal
+    assert timeline.status_code == 400 and timeline.context["refusal"] == f'Team "nope": {INVALID}'
+
+
+def test_a_refusal_joins_a_message_that_ends_no_sentence_with_a_semicolon():
+    class Filters(forms.Form):
+        pool = forms.CharField(required=False)
+        team = forms.CharField(required=False)
+
+        def clean_pool(self):
+            raise forms.ValidationError("no such pool")
+
+        def clean_team(self):
+            raise forms.ValidationError("no such team")
+
+    form = Filters({"pool": "a", "team": "b"})
+
+    assert filter_refusal(form) == 'Pool "a": no such pool; Team "b": no such team'
