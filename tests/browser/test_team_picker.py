@@ -46,3 +46,39 @@ def test_typing_suggests_teams_and_the_slug_filters_the_dashboard(signed_in, liv
     refused = page.goto(f"{live_server.url}/dashboard/?team=no-such-team")
     assert refused.status == 400
     assert "No team you can see has this slug." in page.locator("p.errorlist").inner_text()
+
+
+def _team_cleared(url: str) -> bool:
+    return "/dashboard/?" in url and "team=nope" not in url and url.endswith("team=")
+
+
+def test_fixing_a_refused_team_brings_back_the_utilisation_box_and_history_the_typed_team(
+    signed_in, live_server
+):
+    """After ``?team=nope`` (a 400, no figures), clearing the team draws the figures and the
+    utilisation box (heading, range picker) as a fresh page does; Back then Forward shows the
+    URL's team in the box (empty), not the "nope" htmx's copy of the page was drawn with."""
+    page = signed_in
+    TeamFactory(slug="nlp")
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+
+    assert page.goto(f"{live_server.url}/dashboard/?team=nope").status == 400
+    assert page.locator("#utilisation").count() == 0
+    picker = page.locator("input[name=team]")
+    picker.fill("")
+    picker.dispatch_event("change")
+    page.wait_for_url(_team_cleared)
+    _until(page, "!!document.querySelector('#utilisation header strong')")
+    heading = page.locator("#utilisation header strong").inner_text()
+    assert heading == "Mean utilisation over time, per pool × GPU model"
+    assert page.locator("#utilisation input[name=range]").count() == 3  # 24 h, 7 d, 30 d
+
+    page.go_back()
+    page.wait_for_url("**/dashboard/?team=nope")
+    _until(page, "document.querySelector('input[name=team]').value === 'nope'")
+    page.go_forward()
+    page.wait_for_url(_team_cleared)
+    _until(page, "document.querySelector('input[name=team]').value === ''")
+    _until(page, "!!document.querySelector('#utilisation header strong')")
+    assert page.locator("p.errorlist").count() == 0
