@@ -176,30 +176,34 @@ def test_picker_without_javascript_is_a_text_field(admin_page):
     assert '<noscript><button type="submit">Filter</button></noscript>' in html
 
 
-def _utilisation_box(html: str) -> str:
-    """The dashboard's utilisation section (``<article class="utilisation-box">``) as drawn."""
-    return html.split('<article class="utilisation-box">', 1)[1].split("</article>", 1)[0]
+def _utilisation_tag(html: str) -> str:
+    """The opening tag of the dashboard's utilisation box (``<div id="utilisation" …>``)."""
+    return '<div id="utilisation"' + html.split('<div id="utilisation"', 1)[1].split(">", 1)[0]
 
 
-def test_the_dashboard_body_after_a_refusal_draws_the_utilisation_box_as_a_fresh_page(
-    admin_page,
-):
+def test_the_dashboard_body_after_a_refusal_brings_the_self_loading_utilisation_box(admin_page):
     """A refused body has no utilisation box to keep (hx-preserve), so the next good body brings
-    its own: the box a fresh page loads itself from, heading, range picker and all, never an
-    empty placeholder that nothing fills."""
+    the box a fresh page loads itself from (same element, same request), never an empty
+    placeholder that nothing fills; it loads the heading and range picker. The body draws no
+    range radio of its own: a checked one would uncheck the kept box's (one radio group)."""
     TeamFactory(slug="nlp")
 
     refused = admin_page.get("/dashboard/", {"team": "nope"}, HTTP_HX_REQUEST="true")
     fixed = admin_page.get("/dashboard/", {"team": ""}, HTTP_HX_REQUEST="true")
     fresh = admin_page.get("/dashboard/", {"team": ""})
+    part = admin_page.get("/dashboard/", {"team": "", "part": "utilisation"})
 
     assert refused.status_code == 400 and 'id="utilisation"' not in refused.content.decode()
-    assert fixed.status_code == 200 and "<html" not in fixed.content.decode()
-    box = _utilisation_box(fixed.content.decode())
-    assert box == _utilisation_box(fresh.content.decode())
-    assert 'hx-trigger="load, change, change from:#dash-filter-form"' in box
-    assert "Mean utilisation over time, per pool × GPU model" in box
-    assert [label in box for label in ('value="24h"', 'value="7d"', 'value="30d"')] == [True] * 3
+    body = fixed.content.decode()
+    assert fixed.status_code == 200 and "<html" not in body
+    tag = _utilisation_tag(body)
+    assert tag == _utilisation_tag(fresh.content.decode())
+    assert 'hx-preserve="true"' in tag and 'hx-get="/dashboard/?part=utilisation"' in tag
+    assert 'hx-trigger="load, change, change from:#dash-filter-form"' in tag
+    assert 'name="range"' not in body
+    loaded = part.content.decode()
+    assert "Mean utilisation over time, per pool × GPU model" in loaded
+    assert [f'value="{key}"' in loaded for key in ("24h", "7d", "30d")] == [True] * 3
 
 
 def test_a_refusal_of_two_fields_reads_as_sentences_on_the_dashboard_and_the_timeline(
