@@ -440,8 +440,9 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
         member_page, "/sizing/", {**moe, "model": "mixtral_8x7b", "precision": "FP8"}
     ).content.decode()
     fp8_text = re.search(shares, fp8, re.S).group(1)
-    assert fp8_text.startswith("50 % of tensor peak — its block-scaled FP8 experts multiply")
-    assert "on Hopper cards at 23.9 % of the FP8 peak" in fp8_text
+    assert fp8_text.startswith(
+        "50 % of tensor peak (block-scaled FP8 experts on Hopper cards: 23.9 % of the FP8 peak"
+    )
     assert re.search(shares, per_tensor, re.S).group(1) == "50 % of tensor peak"
 
 
@@ -683,3 +684,31 @@ def test_a_load_kind_edited_into_an_address_is_refused_in_the_pages_words(fleet,
         "second; Requests per day and a peak window; Sequences in flight at once." in html
     )
     assert "output_rate, traffic" not in html
+
+
+@pytest.mark.parametrize(
+    ("precision", "kv", "advice"),
+    [
+        ("BF16", "FP16", "Try FP8 or INT4 weights, an FP8 KV cache, or looser targets."),
+        ("FP8", "FP16", "Try INT4 weights, an FP8 KV cache, or looser targets."),
+        ("FP8", "FP8", "Try INT4 weights, or looser targets."),
+        ("INT4-AWQ", "FP8", "Try looser targets."),
+    ],
+)
+def test_no_free_fit_suggests_only_what_the_run_does_not_use_yet(
+    fleet, member_page, precision, kv, advice
+):
+    """DeepSeek-V3 on an H200 (no inference pool holds one): nothing fits today's free capacity,
+    and the advice leaves out the weights and KV cache the inputs already chose (it offered FP8
+    weights and an FP8 cache to a run in FP8 with an FP8 cache)."""
+    inputs = {
+        **QWEN_72B,
+        "model": "deepseek_v3",
+        "gpu_models": "h200_sxm",
+        "precision": precision,
+        "kv_cache_dtype": kv,
+    }
+    html = _htmx(member_page, "/sizing/", inputs).content.decode()
+
+    assert "No GPU model with enough free cards in an inference pool" in html
+    assert advice in " ".join(html.split())
