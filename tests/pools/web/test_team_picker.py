@@ -14,8 +14,8 @@ from django.utils.html import escape
 from factories import AdvisorFindingFactory, MembershipFactory, TeamFactory
 
 from pools.reclamation.models import Exemption
-from pools.web.pages import filter_refusal
 from pools.tenancy.models import Team
+from pools.web.pages import filter_refusal
 
 pytestmark = pytest.mark.django_db
 
