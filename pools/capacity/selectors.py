@@ -374,6 +374,24 @@ def peaks_as_held(
     return out
 
 
+def intervals_as_held(
+    intervals: list[tuple[datetime, datetime, int]], allocations: QuerySet, *, since
+) -> list[tuple[datetime, datetime, int]]:
+    """``intervals`` (``(starts_at, ends_at, cards)``, each allocation of ``allocations`` among
+    them with its latest ``card_count`` over its whole window, as
+    :func:`pools.capacity.availability.holding_intervals` gives them) with each allocation a
+    reclamation changed after ``since`` in the pieces of the cards it held then
+    (:func:`card_pieces_changed_since`): its own interval taken out (one equal to it), its
+    pieces put in. One query when none changed, two when some did."""
+    out = list(intervals)
+    for a, pieces in _moved(card_pieces_changed_since(allocations, since)):
+        whole = (a.starts_at, a.ends_at, a.card_count)
+        if whole in out:
+            out.remove(whole)
+            out += pieces
+    return out
+
+
 def series_as_held(
     series: dict[tuple, list[int]], qs: QuerySet, keys: list[str], instants: list, *, since
 ) -> dict[tuple, list[int]]:
