@@ -58,6 +58,9 @@ def card_changes(allocation_ids: Iterable[int]) -> dict[int, list[tuple[datetime
     return _changes_of(IdleFinding.objects.filter(allocation_id__in=list(allocation_ids)))
 
 
+_CHANGED = [IdleFindingState.RECLAIMED, IdleFindingState.UNDONE]
+
+
 def _changes_of(findings: QuerySet[IdleFinding]) -> dict[int, list[tuple[datetime, int, int]]]:
     """:func:`card_changes` of the reclaimed and undone ones of ``findings``. One query."""
     changes: dict[int, list[tuple[datetime, int, int]]] = defaultdict(list)
@@ -71,9 +74,6 @@ def _changes_of(findings: QuerySet[IdleFinding]) -> dict[int, list[tuple[datetim
     return changes
 
 
-_CHANGED = [IdleFindingState.RECLAIMED, IdleFindingState.UNDONE]
-
-
 def card_pieces_changed_since(
     *, allocations: QuerySet[Allocation], since: datetime
 ) -> list[tuple[Allocation, list[CardPiece]]]:
@@ -82,9 +82,10 @@ def card_pieces_changed_since(
     over its whole window (its earlier changes too), as the queryset reads them (its
     annotations and ``only`` kept). An allocation holds its ``card_count`` after its last change
     and changes are never in the future, so a reader of the time from ``since`` on that counts
-    ``card_count`` corrects these alone (the timeline and the admin dashboard's plan, below
-    this module: ``settings.ALLOCATION_CARD_PIECES_SINCE``). One query when none changed (the
-    usual day), two when some did: their changes, and their rows."""
+    ``card_count`` corrects these alone (the timeline, the admin dashboard's plan and the
+    capacity calendar, below this module: ``settings.ALLOCATION_CARD_PIECES_SINCE``). One
+    query when none changed (the usual day), two when some did: their changes, and their
+    rows."""
     recent = Q(reclaimed_at__gt=since) | Q(state=IdleFindingState.UNDONE, closed_at__gt=since)
     changed = IdleFinding.objects.filter(
         recent, state__in=_CHANGED, reclaimed_at__isnull=False,
