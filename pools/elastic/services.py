@@ -198,8 +198,14 @@ def _check(policy: ElasticPolicy, *, ceiling_set: bool) -> None:
 
 def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) -> ElasticPolicy:
     """Make ``allocation`` elastic: its ``card_count`` stays the guaranteed floor, the policy
-    adds the ceiling. Only inference allocations on Kubernetes pools that still hold cards.
-    Raises :class:`InvalidInput` (nothing written) or :class:`PermissionDenied`."""
+    adds the ceiling. Only inference allocations of whole cards on Kubernetes pools that still
+    hold cards. Raises :class:`InvalidInput` (nothing written) or :class:`PermissionDenied`.
+
+    Any pricing method may be elastic: billing charges each card taken once either way
+    (:func:`billing.services.usage_import.usage_import_elastic_burst`) — reserved, the cards
+    above the floor as burst and the usage on them included; on use, the usage on them as used
+    and no home burst; cards placed in a burst pool at that pool's price, the usage on them
+    included — so there is nothing to refuse for it."""
     _require_manager_or_admin(actor, allocation)
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
