@@ -266,8 +266,9 @@ def stranded_costs(
 class CostSoFar:
     """A team's money this month: ``to_date`` what its statement would charge now, ``forecast``
     that plus its reserved cards' card-hours from where the reservation import stopped to the
-    month's end (``reserved_ahead_card_hours``) at the reserved price in force now; both in ``currency``, ``None`` when unknown (no rate card in force, or a GPU
-    model the card has no reserved price for: ``unpriced`` names them)."""
+    month's end (``reserved_ahead_card_hours``) at the reserved price in force now; both in
+    ``currency``, ``None`` when unknown (no rate card in force, or a GPU model the card has no
+    reserved price for: ``unpriced`` names them)."""
 
     month: date
     to_date: Decimal | None

@@ -326,8 +326,11 @@ def test_whatif_burst_card_hours_are_3_places_half_up(team, infer_pool, l40s, re
     block = whatif_burst_json(found)
     assert block["with_burst"] == {"home_card_hours": "2.005", "burst_pool_card_hours": "1.003",
                                    "amount": "18.95"}  # fmt: skip
-    assert block["without_burst"] == {"home_card_hours": "2.005",
-                                      "unserved_card_hours": "1.003", "amount": "16.04"}
+    assert block["without_burst"] == {
+        "home_card_hours": "2.005",
+        "unserved_card_hours": "1.003",
+        "amount": "16.04",
+    }
 
 
 def datetime_of(t: float):

@@ -200,6 +200,8 @@ def test_an_import_run_past_now_is_not_counted_again(team):
     at = datetime(2026, 12, 10, 13, tzinfo=UTC)
     usage_import_reservations(start=DEC_1, end=at, now=at)
 
-    cost = teams_cost_so_far(team_ids=[team.pk], now=datetime(2026, 12, 10, 12, 40, tzinfo=UTC))
-    assert (cost[team.pk].to_date, cost[team.pk].reserved_ahead_card_hours,
-            cost[team.pk].forecast) == (Decimal("572.50"), Decimal(502), Decimal("1200.00"))  # fmt: skip
+    now = datetime(2026, 12, 10, 12, 40, tzinfo=UTC)
+    cost = teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
+    assert (cost.to_date, cost.reserved_ahead_card_hours, cost.forecast) == (
+        Decimal("572.50"), Decimal(502), Decimal("1200.00"),
+    )  # fmt: skip

@@ -293,8 +293,10 @@ def test_an_on_use_allocation_pays_a_burst_pools_price_for_the_cards_placed_ther
         ("k8s", ChargeBasis.USED, o.pk, Decimal(21600)),
         (f"k8s@{x.pk}", ChargeBasis.INCLUDED, o.pk, Decimal(14400)),
     ]  # fmt: skip
-    assert burst_quantities(o) == {f"burst:{o.pk}:2026-10": Decimal(0),
-                                   f"burst-pool:{o.pk}:{rented.pk}:2026-10": Decimal(14400)}
+    assert burst_quantities(o) == {
+        f"burst:{o.pk}:2026-10": Decimal(0),
+        f"burst-pool:{o.pk}:{rented.pk}:2026-10": Decimal(14400),
+    }
 
 
 def test_an_on_use_slurm_job_on_the_burst_cards_is_billed_once(team, train_pool, a100, rates):
