@@ -23,6 +23,10 @@ period's burst, priced as the statements price burst (``settings.ELASTIC_SCALE_C
   burst pool's, like the statement's lines; :func:`billing.pricing.round_money`), a decision's
   and the period's released amount once. A rate change inside the period is not split: all at
   today's price, like :func:`billing.dashboards.costs.allocations_cost_so_far`.
+- An allocation priced on use pays its usage, once: its statement has no home burst line (the
+  usage on those cards is its used line, :func:`billing.services.usage_import.
+  usage_import_elastic_burst`), so its home burst is priced at 0 (``on_use``, the pages say
+  why); cards it placed in a burst pool keep that pool's price, as its burst-pool line.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ from billing.conf import billing_zone
 from billing.pricing import format_money, round_money, unit_price_places
 from billing.rate_periods import price_for, rate_period_at
 from pools.capacity.arithmetic import card_seconds_hours, clip
+from pools.common.choices import PricingMethod
 from pools.elastic.choices import ScaleAction
 from pools.elastic.metering import burst_card_seconds
 from pools.elastic.models import ElasticPolicy, ScaleEvent
@@ -125,6 +130,7 @@ class ElasticMoney:
     reason: str = ""
     decisions: dict[int, DecisionMoney] = field(default_factory=dict)
     burst_pools: tuple[BurstPoolMoney, ...] = ()
+    on_use: bool = False  # priced on use: home burst at 0, its usage is the used line
 
     @property
     def burst_amount_text(self) -> str | None:
@@ -204,12 +210,15 @@ class _Prices:
 
 
 def _prices(period, allocation, pool_ids, pools: dict[int, tuple[str, str]]) -> _Prices:
-    """The home burst price (reserved when the card has none) and each burst pool's price
-    for the allocation's GPU model, with the first reason one of them is unknown."""
+    """The home burst price (reserved when the card has none; 0 for an allocation priced on
+    use, which pays its usage on those cards instead) and each burst pool's price for the
+    allocation's GPU model, with the first reason one of them is unknown."""
     if period is None or period.card_id is None:
         return _Prices(None, {}, None, "no rate card is in force now")
     model_id, model = allocation.gpu_model_id, allocation.gpu_model.name
     home = price_for(period, RateKind.GPU_BURST, model_id, "")
+    if allocation.pricing_method == PricingMethod.USED:
+        home = Decimal(0)
     by_pool = {
         pool_id: price_for(period, RateKind.POOL_BURST, model_id, "", pool_id)
         for pool_id in sorted(pool_ids)
@@ -311,6 +320,7 @@ def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
                            prices.pools.get(pool_id), prices.currency)
             for pool_id in sorted(placed)
         ),
+        on_use=allocation.pricing_method == PricingMethod.USED,
     )  # fmt: skip
 
 

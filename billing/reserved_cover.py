@@ -15,7 +15,10 @@ the team's allocations of that model **in the pool it ran in**, and at each mome
   whole cluster; those card-seconds are ``included`` in that reservation (not charged again);
 - what a reservation does not cover is ``used`` (charged), naming the first allocation priced on
   use in force then in its place, if any (its held time is already the pool's allocated time),
-  else none.
+  else none. An elastic allocation priced on use covers nothing at home (it pays its usage,
+  once), but the cards it placed in a burst pool are billed held at that pool's price, so the
+  caller passes them with the reservations, in that pool's place: the usage on them is
+  included, not charged again at the on-use price.
 
 *Its place* (``where``): an allocation covers a use when the allocation's ``where`` is the
 use's, or ``None`` (anywhere the caller passed it for). The imports pass only the allocations

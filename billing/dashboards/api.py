@@ -22,12 +22,18 @@ from pools.dashboards.capacity import DashboardFilters
 from pools.dashboards.stranded import HORIZON, stranded_for_dashboard
 from pools.inventory.models import DriverGroup, GpuModel, Pool
 from pools.web.api import IsPoolAdmin
+from pools.web.numbers import CARD_HOUR_PLACES
 
 
 def _card_hours(**kwargs) -> serializers.DecimalField:
-    """Card-hours as a string with 2 decimals, rounded half-up (``"287.97"``)."""
+    """Card-hours as a string with :data:`~pools.web.numbers.CARD_HOUR_PLACES` (3) decimals,
+    rounded half-up, as every other card-hours figure of the API (``"2.025"``, ``"287.970"``)."""
     return serializers.DecimalField(
-        max_digits=None, decimal_places=2, rounding=ROUND_HALF_UP, read_only=True, **kwargs
+        max_digits=None,
+        decimal_places=CARD_HOUR_PLACES,
+        rounding=ROUND_HALF_UP,
+        read_only=True,
+        **kwargs,
     )
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from decimal import Decimal
 
-from django.db.models import Max, Q, Sum
+from django.db.models import Max, OuterRef, Q, Subquery, Sum
 
 from billing.charges import usage_lines_by_team
 from billing.choices import ChargeBasis, RateKind, UsageSource, UsageUnit
@@ -265,9 +265,10 @@ def stranded_costs(
 @dataclass(frozen=True)
 class CostSoFar:
     """A team's money this month: ``to_date`` what its statement would charge now, ``forecast``
-    that plus its reserved cards' card-hours from now to the month's end at the reserved price
-    in force now; both in ``currency``, ``None`` when unknown (no rate card in force, or a GPU
-    model the card has no reserved price for: ``unpriced`` names them)."""
+    that plus its reserved cards' card-hours from where the reservation import stopped to the
+    month's end (``reserved_ahead_card_hours``) at the reserved price in force now; both in
+    ``currency``, ``None`` when unknown (no rate card in force, or a GPU model the card has no
+    reserved price for: ``unpriced`` names them)."""
 
     month: date
     to_date: Decimal | None
@@ -316,8 +317,12 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
       card-hours as the reservation import has accrued them (beat ``usage-import``, hourly),
       used card-hours outside reservations, elastic burst, tokens.
     - ``forecast``: ``to_date`` + for every charged, reserved-priced allocation of the team, its
-      cards × hours from ``now`` to the earlier of its window's end and the month's end, at the
-      rate card's reserved price in force now (:func:`billing.rate_periods.price_for`),
+      cards × hours from where the reservation import stopped for it (its month's record's
+      ``period_end``; without one, its start in the month: it began after the last import) to
+      the earlier of its window's end and the month's end — not from ``now``, which between
+      two hourly imports would skip the time since the last one (or, for an import whose clock
+      ran ahead, count it twice) — at the rate card's reserved price in force now
+      (:func:`billing.rate_periods.price_for`),
       priced with the reserved line of that model and price they will join, rounded half-up
       to the currency's minor unit once (:func:`_reserved_ahead_amount`: the forecast does not
       move by a cent from one hourly import to the next). Burst ahead is not forecast (it
@@ -328,23 +333,28 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
         return {}
     zone = billing_zone()
     month = month_of(now, zone)
+    month_start = local_midnight(month, zone)
     month_end = local_midnight(next_month(month), zone)
     period = rate_period_at(now, zone=zone)
     currency = period.currency if period is not None else None
     lines, _ = usage_lines_by_team(month=month, team_ids=list(team_ids))
     ahead: dict[tuple[int, int], Decimal] = {}
     names: dict[int, str] = {}
+    imported = UsageRecord.objects.filter(
+        source=UsageSource.RESERVATION, allocation_id=OuterRef("pk"), month=month
+    ).order_by("-period_end")
     allocations = (
         Allocation.objects.filter(
             team_id__in=team_ids,
             pricing_method=PricingMethod.RESERVED,
             status__in=CHARGED_STATUSES,
         )
-        .overlapping(now, month_end)
+        .overlapping(month_start, month_end)
+        .annotate(imported_to=Subquery(imported.values("period_end")[:1]))
         .select_related("gpu_model")
     )
     for a in allocations:
-        span = clip(a.starts_at, a.ends_at, now, month_end)
+        span = clip(a.starts_at, a.ends_at, a.imported_to or month_start, month_end)
         if span is None:
             continue
         seconds = Decimal(a.card_count) * Decimal(int((span[1] - span[0]).total_seconds()))

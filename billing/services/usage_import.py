@@ -243,7 +243,9 @@ def _burst_records(
     """One allocation's burst records of one month's piece ``[start, end)`` (pure): one per
     burst pool its cards were placed in (basis ``burst-pool``, that pool's card-seconds of the
     ``placed`` timelines by pool id), then the home burst (basis ``burst``: the card-seconds
-    above the floor less those placed, never below 0); keyed per allocation, pool and month."""
+    above the floor less those placed, never below 0; 0 for an allocation priced on use, whose
+    usage on those cards is its ``used`` records: :func:`usage_import_elastic_burst`); keyed
+    per allocation, pool and month."""
 
     def record(seconds: float, basis: str, source_id: str, pool_id: int | None = None):
         return UsageRecord(
@@ -269,6 +271,8 @@ def _burst_records(
         seconds -= pool_seconds
         key = f"burst-pool:{allocation.id}:{pool_id}:{month:%Y-%m}"
         records.append(record(pool_seconds, ChargeBasis.BURST_POOL, key, pool_id))
+    if allocation.pricing_method == PricingMethod.USED:
+        seconds = 0.0  # kept at 0, so a month imported before is corrected in place
     key = f"burst:{allocation.id}:{month:%Y-%m}"
     records.append(record(max(0.0, seconds), ChargeBasis.BURST, key))
     return records
@@ -289,7 +293,17 @@ def usage_import_elastic_burst(
     Cards placed in a burst pool (issue 35: the events' ``burst_cards_to`` in their
     ``burst_pool``) are their own records, basis ``burst-pool`` with that ``pool``, priced at
     the rate card's price for that pool; the home burst record keeps the rest (they are
-    always above the floor, so the home burst is the total above the floor less them)."""
+    always above the floor, so the home burst is the total above the floor less them).
+
+    An allocation priced **on use** pays what it used, once (the rate card has a reserved and an
+    on-use price; DESIGN.md): its pods' and jobs' card-seconds in its home pool are ``used``
+    records naming it, at the on-use price, whether they ran on the floor or on burst cards,
+    so its home burst record is kept at 0 — charging the cards above the floor as burst too
+    would bill the same card-hours twice, and burst cards it left idle cost it nothing, as
+    idle floor cards do not. Cards it placed in a burst pool keep that pool's price (a rented
+    pool is paid for the hours its cards are taken, used or not): the ``burst-pool`` record
+    bills them held, and the usage imports include the usage on them in the allocation
+    (:meth:`UsageCatalogue.held`), so those used card-hours are billed once, by that line."""
     usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
@@ -418,34 +432,32 @@ class UsageCatalogue:
         reservation's cards as it held them over time (reclamation,
         :func:`pools.reclamation.card_timeline.card_pieces`; an elastic one's cards above its
         floor too, billed as burst, those placed in a burst pool in that pool's place:
-        :func:`_held_pieces`), so usage on cards billed as held is not charged again. Loaded
-        once per pair and place (one query for the card changes of the pairs not loaded yet,
-        three for the scale events of the elastic ones, one for their burst pools)."""
+        :func:`_held_pieces`), so usage on cards billed as held is not charged again. An
+        elastic allocation priced on use covers nothing at home (its usage there is what it
+        pays, :func:`usage_import_elastic_burst`) but the cards it placed in a burst pool,
+        billed held at that pool's price, cover the usage on them there: those follow the
+        reservations. Loaded once per pair and place (one query for the card changes of the
+        pairs not loaded yet, three for the scale events of the elastic ones, one for their
+        burst pools)."""
         scope = (scheduler, cluster)
         wanted = [p for p in set(pairs) if (p, scope) not in self._held]
         ids = [i for p in wanted for _, _, i in self.reserved.get(p, ())]
-        changes = card_changes(ids) if ids else {}
-        elastic = [i for i in ids if self._allocations[i].elastic]
+        on_use_ids = [i for p in wanted for _, _, i in self.on_use.get(p, ())]
+        elastic = [i for i in ids + on_use_ids if self._allocations[i].elastic]
+        changes = card_changes(set(ids + elastic)) if ids or elastic else {}
         timelines = held_timelines(allocation_ids=elastic) if elastic else {}
         placed = burst_pool_timelines(allocation_ids=elastic) if elastic else {}
         self._load_pool_places({pool for pools in placed.values() for pool in pools})
+        found = (changes, timelines, placed)
         for pair in wanted:
-            reserved = []
-            for _, _, allocation_id in self.reserved.get(pair, ()):
-                a = self._allocations[allocation_id]
-                pieces = card_pieces(a, changes.get(allocation_id, ()))
-                for start, end, cards, pool_id in _held_pieces(
-                    pieces, timelines.get(allocation_id, ()), a.card_count,
-                    placed.get(allocation_id, {}),
-                ):  # fmt: skip
-                    place = self._places[allocation_id]
-                    if pool_id is not None:
-                        place = self._pool_places[pool_id].of_team(a.team_slug)
-                    if place.scope != scope:
-                        continue
-                    if start == a.starts_at:
-                        start = start.replace(microsecond=0)
-                    reserved.append(Held(allocation_id, start, end, Fraction(cards), place.where))
+            reserved = [
+                h for _, _, i in self.reserved.get(pair, ())
+                for h in self._cards_held(i, scope, found)
+            ]  # fmt: skip
+            reserved += [
+                h for _, _, i in self.on_use.get(pair, ()) if self._allocations[i].elastic
+                for h in self._cards_held(i, scope, found, placed_only=True)
+            ]  # fmt: skip
             on_use = [
                 Held(i, s.replace(microsecond=0), e, where=self._places[i].where)
                 for s, e, i in self.on_use.get(pair, ())
@@ -453,6 +465,31 @@ class UsageCatalogue:
             ]
             self._held[(pair, scope)] = (reserved, on_use)
         return {p: self._held[(p, scope)] for p in pairs}
+
+    def _cards_held(
+        self, allocation_id: int, scope: tuple, found: tuple, *, placed_only: bool = False
+    ) -> list[Held]:
+        """The :class:`Held` of one allocation's cards in ``scope`` (:meth:`held`), from
+        ``found``: ``(card changes, elastic timelines, burst pool timelines)`` by allocation
+        id; ``placed_only``: those it placed in burst pools only."""
+        changes, timelines, placed = found
+        a = self._allocations[allocation_id]
+        pieces = card_pieces(a, changes.get(allocation_id, ()))
+        out = []
+        for start, end, cards, pool_id in _held_pieces(
+            pieces, timelines.get(allocation_id, ()), a.card_count, placed.get(allocation_id, {})
+        ):
+            if pool_id is None and placed_only:
+                continue
+            place = self._places[allocation_id]
+            if pool_id is not None:
+                place = self._pool_places[pool_id].of_team(a.team_slug)
+            if place.scope != scope:
+                continue
+            if start == a.starts_at:
+                start = start.replace(microsecond=0)
+            out.append(Held(allocation_id, start, end, Fraction(cards), place.where))
+        return out
 
     def _load_pool_places(self, pool_ids: set[int]) -> None:
         """Add to ``_pool_places`` the burst pools of ``pool_ids`` not loaded yet (one query)."""

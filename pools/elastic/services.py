@@ -198,8 +198,14 @@ def _check(policy: ElasticPolicy, *, ceiling_set: bool) -> None:
 
 def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) -> ElasticPolicy:
     """Make ``allocation`` elastic: its ``card_count`` stays the guaranteed floor, the policy
-    adds the ceiling. Only inference allocations on Kubernetes pools that still hold cards.
-    Raises :class:`InvalidInput` (nothing written) or :class:`PermissionDenied`."""
+    adds the ceiling. Only inference allocations of whole cards on Kubernetes pools that still
+    hold cards. Raises :class:`InvalidInput` (nothing written) or :class:`PermissionDenied`.
+
+    Any pricing method may be elastic: billing charges each card taken once either way
+    (:func:`billing.services.usage_import.usage_import_elastic_burst`) — reserved, the cards
+    above the floor as burst and the usage on them included; on use, the usage on them as used
+    and no home burst; cards placed in a burst pool at that pool's price, the usage on them
+    included — so there is nothing to refuse for it."""
     _require_manager_or_admin(actor, allocation)
     unknown = set(fields) - set(EDITABLE_FIELDS)
     if unknown:
@@ -1450,9 +1456,11 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
         start=run.start.timestamp(),
         end=run.end.timestamp(),
     )
-    places = Decimal("0.000001")
-    home_hours = card_seconds_hours(Decimal(int(home_s))).quantize(places)
-    burst_hours = card_seconds_hours(Decimal(int(burst_s))).quantize(places)
+    # to the places every page and the API show card-hours with, half-up, before pricing:
+    # the block's amounts are then its shown card-hours × its prices
+    places = Decimal(1).scaleb(-CARD_HOUR_PLACES)
+    home_hours = card_seconds_hours(Decimal(int(home_s))).quantize(places, ROUND_HALF_UP)
+    burst_hours = card_seconds_hours(Decimal(int(burst_s))).quantize(places, ROUND_HALF_UP)
     pricer = getattr(settings, "ELASTIC_BURST_WHATIF_MONEY", "")
     money = (
         import_string(pricer)(
@@ -1523,8 +1531,10 @@ def whatif_answer(run: WhatIfRun, *, days: int, burst: dict | None) -> dict[str,
 
 def whatif_burst_json(found: dict | None) -> dict | None:
     """The what-if's ``burst`` block (issue 35) from :func:`elastic_burst_whatif`: the same
-    load with and without the burst pool, card-hours to 6 places and amounts as strings in
-    ``currency``; ``None`` when the team may use no burst pool."""
+    load with and without the burst pool, card-hours to 3 places, half-up (``"1.003"``, as the
+    what-if's totals and every page show them) and amounts as strings in ``currency``; ``None``
+    when the team may use no burst pool. What-ifs stored before kept 6 places; the pages read
+    both."""
     if found is None:
         return None
     money = found["money"] or {}

@@ -284,6 +284,55 @@ def test_whatif_home_pool_counts_the_cards_this_allocation_already_borrows_once(
     assert found["money"]["with_burst"]["burst_pool_card_hours"] == Decimal(4)
 
 
+def test_whatif_burst_card_hours_are_3_places_half_up(team, infer_pool, l40s, rented):
+    """As the first what-if (home pool holds 4 of ours, floor 2) but 5 cards for 3,609 s: at
+    home 2 × 3,609 = 7,218 card-s = 2.005 card-h × 8.00 = 16.04; in the burst pool 1 × 3,609 s
+    = 1.0025 card-h, half-up to 1.003 (half-even: 1.002; 6 places, as before: 1.002500) ×
+    2.90 = 2.9087 -> 2.91; with burst 18.95 EUR. The API's block shows the same strings."""
+    from django.utils import timezone
+
+    from pools.elastic.models import BurstOptIn
+    from pools.elastic.services import (
+        WhatIfRun,
+        WhatIfSource,
+        elastic_burst_whatif,
+        whatif_burst_json,
+    )
+    from pools.elastic.whatif import WhatIf
+
+    now = timezone.now()
+    window = {"status": AllocationStatus.ACTIVE, "starts_at": now - timedelta(days=1),
+              "ends_at": now + timedelta(days=1), "pool": infer_pool,
+              "gpu_model": l40s}  # fmt: skip
+    AllocationFactory(card_count=4, **window)
+    policy = ElasticPolicy.objects.create(
+        allocation=AllocationFactory(team=team, card_count=2, **window),
+        ceiling_cards=6, cards_held=2,
+    )  # fmt: skip
+    BurstOptIn.objects.create(team=team, pool=rented)
+    rate_card_create(
+        name="w", currency="EUR", effective_from=date(2020, 1, 1),
+        gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00")},
+        pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")},
+    )  # fmt: skip
+    t0 = (now - timedelta(hours=5)).timestamp()
+    timeline = ((t0, 2), (t0 + 3600, 5), (t0 + 3600 + 3609, 2))
+    result = WhatIf(1, 1, 2, 5, 11.0, 5, 20.0, 9.0, 0.0, 0.0, 4.0, (), timeline)
+    run = WhatIfRun(result, WhatIfSource.RECORDED, datetime_of(t0), datetime_of(t0 + 4 * 3600), 240)
+    found = elastic_burst_whatif(policy=policy, run=run, now=now)
+    assert found["money"]["with_burst"] == {"home_card_hours": Decimal("2.005"),
+                                            "burst_pool_card_hours": Decimal("1.003"),
+                                            "amount": Decimal("18.95")}  # fmt: skip
+    block = whatif_burst_json(found)
+    assert block["with_burst"] == {"home_card_hours": "2.005", "burst_pool_card_hours": "1.003",
+                                   "amount": "18.95"}  # fmt: skip
+    assert block["without_burst"] == {
+        "home_card_hours": "2.005",
+        "unserved_card_hours": "1.003",
+        "amount": "16.04",
+    }
+
+
 def datetime_of(t: float):
     from datetime import UTC, datetime
 

@@ -147,3 +147,61 @@ def test_the_forecast_is_the_same_after_each_hourly_import(team):
         cost = teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
         forecasts.append((cost.to_date, cost.forecast))
     assert forecasts == [(Decimal("0.46"), Decimal("6.24")), (Decimal("0.47"), Decimal("6.24"))]
+
+
+def test_between_two_imports_the_forecast_counts_from_where_the_import_stopped(team):
+    """2 L40S reserved 1 Dec 00:00 -> 21 Dec 00:00 (480 h) at 1.25 EUR a card-hour; the hourly
+    reservation import last ran at 10 Dec 12:00 and it is now 12:40. To date: 2 × 228 h = 456
+    card-h × 1.25 = 570.00 (the import's). Ahead from 12:00, where that import stopped, to 21 Dec
+    00:00: 252 h × 2 = 504 card-h × 1.25 = 630.00; forecast 1,200.00 = 960 card-h × 1.25, the
+    month's reserved line. Counted from now (12:40) it was 503.333 card-h, 629.17: 1,199.17,
+    the 40 minutes since the import counted nowhere.
+
+    A second allocation, 1 L40S 10 Dec 12:10 -> 11 Dec 00:10, started after that import, so it
+    has no record yet: all of it is ahead, 1 × 12 h = 12 card-h × 1.25 = 15.00 (from now: 11.333
+    card-h, 14.17). Forecast 1,215.00 (ahead 516 card-h)."""
+    card = RateCardFactory(effective_from=date(2026, 12, 1))
+    RateCardEntryFactory(rate_card=card, price=Decimal("1.25"))
+    l40s = GpuModel.objects.get(slug="l40s")
+    AllocationFactory(
+        team=team, card_count=2, gpu_model=l40s, status=AllocationStatus.ACTIVE,
+        starts_at=DEC_1, ends_at=datetime(2026, 12, 21, tzinfo=UTC),
+    )  # fmt: skip
+    usage_import_reservations(start=DEC_1, end=NOW, now=NOW)
+    now = datetime(2026, 12, 10, 12, 40, tzinfo=UTC)
+
+    cost = teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
+    assert (cost.to_date, cost.reserved_ahead_card_hours, cost.forecast) == (
+        Decimal("570.00"), Decimal(504), Decimal("1200.00"),
+    )  # fmt: skip
+
+    AllocationFactory(
+        team=team, card_count=1, gpu_model=l40s, status=AllocationStatus.ACTIVE,
+        starts_at=datetime(2026, 12, 10, 12, 10, tzinfo=UTC),
+        ends_at=datetime(2026, 12, 11, 0, 10, tzinfo=UTC),
+    )  # fmt: skip
+    cost = teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
+    assert (cost.to_date, cost.reserved_ahead_card_hours, cost.forecast) == (
+        Decimal("570.00"), Decimal(516), Decimal("1215.00"),
+    )  # fmt: skip
+
+
+def test_an_import_run_past_now_is_not_counted_again(team):
+    """The import ran with its clock at 13:00 and the page asks at 12:40 (another host's
+    clock): to date 2 × 229 h = 458 card-h × 1.25 = 572.50; ahead from 13:00: 251 h × 2 = 502
+    card-h × 1.25 = 627.50; forecast 1,200.00 again (from now: 503.333 card-h, 629.17, the 20
+    minutes counted twice: 1,201.67)."""
+    card = RateCardFactory(effective_from=date(2026, 12, 1))
+    RateCardEntryFactory(rate_card=card, price=Decimal("1.25"))
+    AllocationFactory(
+        team=team, card_count=2, gpu_model=GpuModel.objects.get(slug="l40s"),
+        status=AllocationStatus.ACTIVE, starts_at=DEC_1, ends_at=datetime(2026, 12, 21, tzinfo=UTC),
+    )  # fmt: skip
+    at = datetime(2026, 12, 10, 13, tzinfo=UTC)
+    usage_import_reservations(start=DEC_1, end=at, now=at)
+
+    now = datetime(2026, 12, 10, 12, 40, tzinfo=UTC)
+    cost = teams_cost_so_far(team_ids=[team.pk], now=now)[team.pk]
+    assert (cost.to_date, cost.reserved_ahead_card_hours, cost.forecast) == (
+        Decimal("572.50"), Decimal(502), Decimal("1200.00"),
+    )  # fmt: skip

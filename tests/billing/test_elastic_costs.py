@@ -14,7 +14,7 @@ from kit import utc
 from billing.choices import RateKind
 from billing.elastic_costs import elastic_scale_costs
 from billing.services.rates import rate_card_create
-from pools.common.choices import AllocationStatus
+from pools.common.choices import AllocationStatus, PricingMethod
 from pools.elastic.models import ElasticPolicy, ScaleEvent
 
 pytestmark = pytest.mark.django_db
@@ -298,3 +298,24 @@ def test_without_a_rate_card_burst_pool_cards_keep_their_hours(spilling):
     [pool] = money.burst_pools
     assert (pool.card_hours, pool.price_per_card_hour) == (Decimal(10), None)
     assert money.reason == "no rate card is in force now"
+
+
+def test_an_allocation_priced_on_use_pays_no_home_burst(spilling, rented_card, admin_page):
+    """The same scaling priced on use: its statement charges the usage on the home burst cards
+    as used, not as burst, so the 18 home card-hours above the floor cost 0 here; the 10 in
+    Rented keep its price, 29.00 EUR. 09:00 +4 home: 0.00; 10:00 +4 in Rented × 2 h × 2.90 =
+    23.20; 12:00 −2 in Rented × 1 h = 5.80; 13:00 −2 in Rented and −2 home × 1 h: 5.80."""
+    spilling.allocation.pricing_method = PricingMethod.USED
+    spilling.allocation.save()
+    money = elastic_scale_costs(policies=[spilling], start=T0 - timedelta(days=7), now=NOW).get(
+        spilling.pk
+    )
+    assert (money.on_use, money.price_per_card_hour) == (True, Decimal(0))
+    assert (money.burst_card_hours, money.burst_amount) == (Decimal(28), Decimal("29.00"))
+    by_hour = {(e.decided_at - T0).total_seconds() / 3600: e.pk for e in spilling.events.all()}
+    assert [money.decisions[by_hour[h]].amount for h in (1, 2, 4, 5)] == [
+        Decimal("0.00"), Decimal("23.20"), Decimal("5.80"), Decimal("5.80"),
+    ]  # fmt: skip
+    page = " ".join(admin_page.get(f"/elastic/{spilling.pk}/").content.decode().split())
+    assert "Priced on use: cards borrowed at home cost nothing as burst" in page
+    assert "at 0 for cards at home (priced on use" in page

@@ -78,3 +78,37 @@ def test_page_and_csv_show_the_same_numbers(elastic, admin_page):
     assert response.content.decode().splitlines()[1] == (
         "2026-10,infer,47616.00,256.00,0.00,47360.00,0.5,EUR,2026-11-01T00:00:00+00:00"
     )
+
+
+def test_an_on_use_allocations_burst_usage_counts_once(rates, team, infer_pool, l40s):
+    """E priced on use, the same scaling; pod p on 4 L40S of ``inf-01`` 09:00 -> 13:00 and q on
+    2 of ``inf-02`` 09:00 -> 11:00: 4 x 4 + 2 x 2 = 20 card-hours used in E, its whole burst
+    used. No burst record (its statement charges the usage as used). Allocated: the floor, 20
+    card-hours x 8.00 = 160.00; used beyond its floor of 2: 20 - 2 x 4 = 12 card-hours x 8.00 =
+    96.00; idle 47,616.00 - 160.00 - 96.00 = 47,360.00, utilisation 0.5 %, as for the reserved
+    E. Before, the 12 card-hours were burst and used beyond: allocated 256.00, idle 47,264.00,
+    0.7 %."""
+    from prometheus_support import gpu_pod
+
+    from billing.services.prometheus_import import usage_import_kubernetes
+    from pools.common.choices import PricingMethod
+    from scheduler_adapters.prometheus_fake import FakePrometheus
+
+    allocation = AllocationFactory(
+        team=team, pool=infer_pool, gpu_model=l40s, card_count=2, pricing_method=PricingMethod.USED,
+        starts_at=T0, ends_at=T0 + timedelta(hours=10), status=AllocationStatus.ENDED,
+    )  # fmt: skip
+    policy = ElasticPolicy.objects.create(allocation=allocation, ceiling_cards=6, cards_held=2)
+    for hours, action, cards in [(1, "up", 6), (3, "down", 4), (5, "down", 2)]:
+        at = T0 + timedelta(hours=hours)
+        ScaleEvent.objects.create(policy=policy, decided_at=at, effective_at=at, action=action,
+                                  reason="test", cards_from=0, cards_to=cards)  # fmt: skip
+    nine, eleven, one = (T0 + timedelta(hours=h) for h in (1, 3, 5))
+    pods = [gpu_pod("p", "inf-01", 4, nine, one), gpu_pod("q", "inf-02", 2, nine, eleven)]
+    usage_import_reservations(**WINDOW)
+    usage_import_elastic_burst(**WINDOW)
+    usage_import_kubernetes(metrics=FakePrometheus(series=pods), **WINDOW)
+    assert idle_rows(OCT) == [
+        ("infer", Decimal("47616.00"), Decimal("160.00"), Decimal("96.00"), Decimal("47360.00"),
+         Decimal("0.5")),
+    ]  # fmt: skip

@@ -223,14 +223,30 @@ def test_the_api_gives_the_dashboards_stranded_capacity(dgx, admin_api):
     assert {k: row[k] for k in ("pool", "gpu_model", "cards", "currency")} == {
         "pool": "dgx", "gpu_model": "a100_80g_sxm", "cards": 16, "currency": "EUR"}  # fmt: skip
     assert (row["free_card_hours"], row["stranded_card_hours"], row["stranded_percent"]) == (
-        "10656.00", "288.00", "2.7")  # fmt: skip
+        "10656.000", "288.000", "2.7")  # fmt: skip
     assert (row["stranded_for_2_card_hours"], row["stranded_for_4_card_hours"],
             row["stranded_for_8_card_hours"], row["unknown_topology_card_hours"]) == (
-        "0.00", "96.00", "288.00", "0.00")  # fmt: skip
+        "0.000", "96.000", "288.000", "0.000")  # fmt: skip
     assert (row["price_per_card_hour"], row["amount"]) == ("2.5000", "720.00")
-    assert row["worst_nodes"] == [{"node": "dgx-1", "stranded_card_hours": "288.00"}]
+    assert row["worst_nodes"] == [{"node": "dgx-1", "stranded_card_hours": "288.000"}]
     assert row["win_back"] == [
         {"node": "dgx-1", "stranded": 6, "target_cards": 8, "cards_to_free": 2}]  # fmt: skip
+
+
+def test_the_apis_card_hours_are_3_places_half_up():
+    """As every other card-hours figure of the API (``"2.025"``): 2.0245 card-h is "2.025"
+    (half-even would give "2.024"; the 2 places before, "2.02"), 287.9695 is "287.970"."""
+    from billing.dashboards.api import StrandedRowSerializer, WorstNodeSerializer
+
+    fields = StrandedRowSerializer().fields
+    names = ["free_card_hours", "stranded_card_hours", "stranded_for_2_card_hours",
+             "stranded_for_4_card_hours", "stranded_for_8_card_hours",
+             "unknown_topology_card_hours"]  # fmt: skip
+    assert {n: fields[n].to_representation(Decimal("2.0245")) for n in names} == dict.fromkeys(
+        names, "2.025"
+    )
+    worst = WorstNodeSerializer().fields["stranded_card_hours"]
+    assert worst.to_representation(Decimal("287.9695")) == "287.970"
 
 
 def test_the_stranded_api_filters_by_slug_and_refuses_unknown_ones(dgx, admin_api):

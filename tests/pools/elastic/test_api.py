@@ -270,8 +270,8 @@ def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(
     BurstOptIn.objects.create(team=allocation.team, pool=rented)
     burst = what_if(admin_api, policy, {"days": 1}, capture)[1]["result"]["burst"]
     assert (burst["burst_pool"], burst["home_cards"], burst["currency"]) == ("rented", 8, None)
-    assert burst["with_burst"] == {"home_card_hours": "0.000000",
-                                   "burst_pool_card_hours": "0.000000", "amount": None}  # fmt: skip
+    assert burst["with_burst"] == {"home_card_hours": "0.000",
+                                   "burst_pool_card_hours": "0.000", "amount": None}  # fmt: skip
     assert burst["without_burst"]["amount"] is None
     assert burst["reason"] == "the rate card has no price for one of them"
 

@@ -171,7 +171,7 @@ def test_the_demo_what_if_sends_the_peaks_above_8_cards_to_the_burst_pool(capsys
     guarantee). The history holds 10 cards at each peak (09:35-12:30 and 14:05-17:30 UTC):
     in the what-if the cards above 8 go to the burst pool, card-minute for card-minute of the
     readings (each holds its cards until the next)."""
-    from decimal import Decimal
+    from decimal import ROUND_HALF_UP, Decimal
 
     from pools.elastic.models import ElasticPolicy, SignalReading
     from pools.elastic.services import elastic_burst_whatif, elastic_whatif
@@ -188,7 +188,7 @@ def test_the_demo_what_if_sends_the_peaks_above_8_cards_to_the_burst_pool(capsys
     )
     assert (found["burst_pool"], found["home_cards"]) == ("burst-cloud", 8)
     hours = found["money"]["with_burst"]["burst_pool_card_hours"]
-    assert hours == (Decimal(above) / 60).quantize(Decimal("0.000001"))
+    assert hours == (Decimal(above) / 60).quantize(Decimal("0.001"), ROUND_HALF_UP)
 
 
 def test_load_demo_records_a_healthy_and_an_overloaded_serving_allocation(capsys):
