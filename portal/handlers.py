@@ -116,9 +116,9 @@ def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:
 
 
 def _filters_context(request, exception: ExportFiltersInvalid) -> dict:
-    """What the 400 page says of a download's filters it could not use: each by name and
-    value sent, the refusal, and two ways on: the same download without them, and the page
-    with them (its form shows each error on its field)."""
+    """What the 400 page says of a download's filters it could not use: their names, the
+    refusal, and two ways on: the same download without them, and the page with them (its
+    form shows each error on its field)."""
     without = request.GET.copy()
     for name in exception.parameters:
         without.pop(name, None)
@@ -126,7 +126,7 @@ def _filters_context(request, exception: ExportFiltersInvalid) -> dict:
     page.pop("export", None)
     return {
         "refusal": exception.refusal,
-        "filters": [(name, request.GET.get(name, "")) for name in exception.parameters],
+        "filters": exception.parameters,
         "back": f"{request.path}?{without.urlencode()}",
         "page": f"{request.path}?{page.urlencode()}" if page else request.path,
     }
