@@ -1,6 +1,8 @@
 """The NVLink bus bandwidth collectives reach, from aiconfigurator's measured collective tables.
 
-A research aid (README, *measured collectives*): the shares are not used by the model.
+A research aid (README, *measured collectives*): its all-reduce lines are
+``pools.sizing.collectives.ALLREDUCE_BUS_SHARE``, which times tensor-parallel all-reduces; the
+other collectives' shares are not used by the model.
 
 Reads ai-dynamo/aiconfigurator @095f58a5, ``aic-core/src/aiconfigurator_core/systems/data/<system>/
 comm/nccl/<version>/nccl_perf.parquet`` (nccl-tests ``*_perf`` out-of-place time, ``latency`` in

@@ -57,8 +57,8 @@ def group_columns(group: DriverGroup) -> list[GroupColumn]:
 
 
 def group_days(*, columns: list[GroupColumn], first: date, count: int) -> list[GroupDay]:
-    """The ``count`` local days from ``first``: each column's free cards per day. Three
-    queries per column, whatever the number of days or allocations."""
+    """The ``count`` local days from ``first``: each column's free cards per day. Five
+    queries per column (:func:`free_per_day`), whatever the number of days or allocations."""
     bounds = [local_midnight(first + timedelta(days=i)) for i in range(count + 1)]
     free = [free_per_day(pool=c.pool, gpu_model=c.gpu_model, bounds=bounds) for c in columns]
     days = []

@@ -93,9 +93,9 @@ def count_holds(holds: list[Hold], bounds: list) -> list[tuple[int, int]]:
 
 
 def month_days(*, pool, gpu_model, first: date) -> list[MonthDay]:
-    """The days of ``first``'s month. Six queries (the month's holds, two, its maintenance
-    windows, one, and
-    :func:`free_per_day`'s three), whatever the number of days or allocations."""
+    """The days of ``first``'s month. Eight queries (the month's holds, two, its maintenance
+    windows, one, and :func:`free_per_day`'s five; one more when a reclamation changed an
+    allocation's cards), whatever the number of days or allocations."""
     last = next_month(first)
     count = (last - first).days
     bounds = [local_midnight(first + timedelta(days=i)) for i in range(count + 1)]

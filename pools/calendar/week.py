@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from pools.capacity.arithmetic import peaks_per_span
 from pools.capacity.availability import holding_intervals, pool_free_cards
+from pools.capacity.selectors import intervals_as_held
 from pools.capacity.window import (
     WindowHolds,
     holding_allocations,
@@ -139,10 +140,17 @@ def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
     :func:`pool_free_cards` of the day, given the day's peak of what holds cards over the whole
     span (:func:`holding_intervals`, read once; each day's peak by
     :func:`pools.capacity.arithmetic.peaks_per_span`, as the capacity timeline finds it) and the
-    inventory generation it is read at. Four queries (the generation, the allocations, the
-    recurring rules, the maintenance windows), whatever the number of days or allocations."""
+    inventory generation it is read at. The hours before a reclamation changed an allocation's
+    cards count the cards it held then, as the timeline does
+    (:func:`pools.capacity.selectors.intervals_as_held`): a past day is what was held that day.
+    Five queries (the generation, the allocations, the recurring rules, the maintenance windows,
+    the allocations a reclamation changed in the span; one more when there are any), whatever
+    the number of days or allocations."""
     generation = inventory_generation()
-    intervals = holding_intervals(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
+    span = {"pool": pool, "gpu_model": gpu_model, "start": bounds[0], "end": bounds[-1]}
+    intervals = intervals_as_held(
+        holding_intervals(**span), holding_allocations(**span), since=bounds[0]
+    )
     free = []
     for (start, end), (peak, _) in zip(
         pairwise(bounds), peaks_per_span(intervals, bounds), strict=True

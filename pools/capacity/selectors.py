@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import operator
 from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db.models import (
@@ -16,6 +19,7 @@ from django.db.models import (
     Func,
     IntegerField,
     Prefetch,
+    Q,
     QuerySet,
     Sum,
     Value,
@@ -26,7 +30,7 @@ from django.db.models.functions import RowNumber
 from django.db.models.query import RawQuerySet
 from django.utils.module_loading import import_string
 
-from pools.capacity.arithmetic import card_hours
+from pools.capacity.arithmetic import card_hours, peaks_per_span
 from pools.capacity.availability import peaks_by_pool_model
 from pools.capacity.generation import allocations_generation
 from pools.capacity.models import Allocation, CapacityRequest, SchedulerDrift
@@ -214,13 +218,16 @@ def timeline_holdings(
 ) -> list[TimelineSeries]:
     """Cards of the holding allocations overlapping ``[start, end)`` at each of ``instants``
     (aware datetimes), per pool, model and team, summed in the database (one conditional sum
-    per instant). A pool and model with such allocations has its series even if all are 0.
+    per instant). A pool and model with such allocations has its series even if all are 0. An
+    allocation a reclamation changed after ``start`` counts, at each instant, the cards it held
+    then (:func:`series_as_held`), as the peaks do (:func:`timeline_peaks`).
 
     A member sees their own teams by slug and name and every other team's cards as one
     "other teams" series (capacity is shared; names and allocations are not). A pool admin
     sees by slug and name the :data:`TIMELINE_NAMED_TEAMS` teams whose allocations in the
     window hold the most cards, the rest summed, so the chart (and the page) does not grow
-    with the number of teams. Two queries (:func:`cards_held_series`). ``team`` (one the user
+    with the number of teams. Three queries (:func:`cards_held_series`, and one for the
+    allocations a reclamation changed today; one more when there are any). ``team`` (one the user
     may see, checked by the caller): that team alone is named, every other team's cards are
     "other teams" (capacity is shared: the bars' total is the same).
 
@@ -253,10 +260,9 @@ def timeline_holdings(
         label = Case(
             When(team__in=named, then="team"), default=Value(0), output_field=IntegerField()
         )
-        rows = cards_held_series(
-            window.annotate(label=label), ["pool", "gpu_model", "label"], instants
-        )
-        return named, dict(rows)
+        labelled, keys = window.annotate(label=label), ["pool", "gpu_model", "label"]
+        rows = cards_held_series(labelled, keys, instants)
+        return named, series_as_held(rows, labelled, keys, instants, since=start)
 
     key = f"capacity:timeline:{allocations_generation()}:{digest}"
     named, rows = cached(key, read, TIMELINE_CACHE_S, fits=lambda found: isinstance(found, tuple))
@@ -284,7 +290,11 @@ def timeline_peaks(
 
     ``rows``: the allocations to count instead of every holding whole-card one (the admin
     dashboard's plan narrowed to a pool, model or team), named by ``scope`` in the key (empty
-    only for the default rows: the timeline and the unfiltered plan share one entry)."""
+    only for the default rows: the timeline and the unfiltered plan share one entry).
+
+    The hours before a reclamation changed an allocation's cards count the cards it held then
+    (:func:`peaks_as_held`: one query more, three when one did today), not its latest
+    ``card_count``; the shrink or undo writes the allocation, so a new generation's entry."""
     spans = sorted(
         (key, kind, tuple(sorted(intervals))) for key, kinds in blocked.items()
         for kind, intervals in kinds.items()
@@ -293,12 +303,112 @@ def timeline_peaks(
         "|".join([*(b.isoformat() for b in bounds), repr(spans), scope]).encode()
     ).hexdigest()
     key = f"capacity:timeline-peaks:{allocations_generation()}:{digest}"
-    return cached(
-        key,
-        lambda: peaks_by_pool_model(bounds=bounds, blocked=blocked, rows=rows),
-        TIMELINE_CACHE_S,
-        fits=lambda found: isinstance(found, dict),
+    counted = Allocation.objects.holding().whole_cards() if rows is None else rows
+
+    def read() -> dict[tuple[int, int], list[tuple[int, datetime]]]:
+        peaks = peaks_by_pool_model(bounds=bounds, blocked=blocked, rows=counted)
+        return peaks_as_held(rows=counted, bounds=bounds, blocked=blocked, peaks=peaks)
+
+    return cached(key, read, TIMELINE_CACHE_S, fits=lambda found: isinstance(found, dict))
+
+
+def card_pieces_changed_since(allocations: QuerySet, since: datetime) -> list[tuple[Any, list]]:
+    """The allocations of ``allocations`` whose cards a reclamation changed after ``since``,
+    each with the pieces ``(start, end, cards)`` of the cards it held over its window: the card
+    timeline (:func:`pools.reclamation.card_timeline.card_pieces_changed_since` through the
+    function ``settings.ALLOCATION_CARD_PIECES_SINCE`` names; reclamation sits above capacity).
+    ``[]`` without one. One query when none changed, two when some did."""
+    provider = getattr(settings, "ALLOCATION_CARD_PIECES_SINCE", "")
+    if not provider:
+        return []
+    return [
+        (a, [(p.start, p.end, p.cards) for p in pieces])
+        for a, pieces in import_string(provider)(allocations=allocations, since=since)
+    ]
+
+
+def _moved(changed: list[tuple[Any, list]]) -> list[tuple[Any, list]]:
+    """Those of ``changed`` that held, at some time, other than their ``card_count``."""
+    return [(a, ps) for a, ps in changed if any(n != a.card_count for _s, _e, n in ps)]
+
+
+def peaks_as_held(
+    *, rows: QuerySet, bounds: list[datetime], blocked: dict, peaks: dict[tuple, list]
+) -> dict[tuple[int, int], list[tuple[int, datetime]]]:
+    """``peaks`` (:func:`pools.capacity.availability.peaks_by_pool_model` of ``rows``,
+    ``bounds`` and ``blocked``, which counts each allocation's latest ``card_count`` over its
+    whole window) with the days before a reclamation's last change swept again with the cards
+    each allocation of ``rows`` held at each instant, the card timeline's rule
+    (:func:`card_pieces_changed_since`, as billing charges them): a shrink from 4 cards to 1 at
+    06:00 held 4 until 06:00, an end undone at 05:00 held none between its reclamation and
+    05:00. After its last change an allocation holds its ``card_count``, and changes are never
+    in the future, so only the days up to the latest change after ``bounds[0]`` move (the first
+    day, in practice), and only their pool × model pairs. One query (the allocations of
+    ``rows`` changed after ``bounds[0]``), and two more when there are any: their rows, and the
+    allocations of their pool × model pairs over those days. Each instant in ``bounds[0]``'s
+    zone, as ``peaks``'."""
+    start = bounds[0]
+    changed = _moved(card_pieces_changed_since(rows.overlapping(start, bounds[-1]), start))
+    if not changed:
+        return peaks
+    until = max(e for a, ps in changed for _s, e, n in ps if n != a.card_count)
+    days = sum(1 for b in bounds[:-1] if b < until)
+    pairs = {(a.pool_id, a.gpu_model_id) for a, _ps in changed}
+    pieces = {a.pk: ps for a, ps in changed}
+    held = (
+        rows.overlapping(start, bounds[days])
+        .filter(functools.reduce(operator.or_, (Q(pool_id=p, gpu_model_id=m) for p, m in pairs)))
+        .only("pool_id", "gpu_model_id", "starts_at", "ends_at", "card_count")
     )
+    intervals: dict[tuple, list] = defaultdict(list)
+    for a in held:
+        intervals[(a.pool_id, a.gpu_model_id)] += pieces.get(
+            a.pk, [(a.starts_at, a.ends_at, a.card_count)]
+        )
+    zone = start.tzinfo
+    out = dict(peaks)
+    for pair in pairs:
+        spans = intervals[pair] + [s for kind in blocked.get(pair, {}).values() for s in kind]
+        swept = [(n, at.astimezone(zone)) for n, at in peaks_per_span(spans, bounds[: days + 1])]
+        out[pair] = swept + list(peaks.get(pair, [(0, b) for b in bounds[:-1]])[days:])
+    return out
+
+
+def intervals_as_held(
+    intervals: list[tuple[datetime, datetime, int]], allocations: QuerySet, *, since
+) -> list[tuple[datetime, datetime, int]]:
+    """``intervals`` (``(starts_at, ends_at, cards)``, each allocation of ``allocations`` among
+    them with its latest ``card_count`` over its whole window, as
+    :func:`pools.capacity.availability.holding_intervals` gives them) with each allocation a
+    reclamation changed after ``since`` in the pieces of the cards it held then
+    (:func:`card_pieces_changed_since`): its own interval taken out (one equal to it), its
+    pieces put in. One query when none changed, two when some did."""
+    out = list(intervals)
+    for a, pieces in _moved(card_pieces_changed_since(allocations, since)):
+        whole = (a.starts_at, a.ends_at, a.card_count)
+        if whole in out:
+            out.remove(whole)
+            out += pieces
+    return out
+
+
+def series_as_held(
+    series: dict[tuple, list[int]], qs: QuerySet, keys: list[str], instants: list, *, since
+) -> dict[tuple, list[int]]:
+    """``series`` (:func:`cards_held_series` of ``qs``, ``keys`` and ``instants``, which sums
+    each allocation's latest ``card_count`` at every instant of its window) with each
+    allocation of ``qs`` a reclamation changed after ``since`` counted, at each instant, with
+    the cards it held then (:func:`card_pieces_changed_since`): a shrink from 4 cards to 1 at
+    06:00 is 4 at 04:00 and 1 at 07:00. ``keys`` as :func:`cards_held_series` reads them (a
+    foreign key by its id). One query when none changed, two when some did."""
+    out = {key: list(cards) for key, cards in series.items()}
+    for a, pieces in _moved(card_pieces_changed_since(qs, since)):
+        row = out.setdefault(tuple(a.serializable_value(k) for k in keys), [0] * len(instants))
+        for i, t in enumerate(instants):
+            if a.starts_at <= t < a.ends_at:
+                held = next((n for s, e, n in pieces if s <= t < e), a.card_count)
+                row[i] += held - a.card_count
+    return out
 
 
 def _slugs_and_names(teams: QuerySet[Team]) -> dict[int, tuple[str, str]]:

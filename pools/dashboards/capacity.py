@@ -7,9 +7,7 @@ builds on this app, so they are read by ``billing.dashboards.costs``, never from
 
 from __future__ import annotations
 
-import functools
 import math
-import operator
 import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -28,7 +26,7 @@ from django.db.models import (
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from pools.capacity.arithmetic import peaks_per_span, usable_cards
+from pools.capacity.arithmetic import usable_cards
 from pools.capacity.availability import (
     MAINTENANCE_AWAY,
     RECURRING_HELD,
@@ -45,7 +43,7 @@ from pools.capacity.models import (
 )
 from pools.capacity.overcommit import Overcommit, overcommitted_windows
 from pools.capacity.selectors import InstantsBefore, timeline_peaks, unrepaired_drifts
-from pools.common.choices import IdleFindingState, NodeState, RequestStatus
+from pools.common.choices import NodeState, RequestStatus
 from pools.dashboards.demand_history import HOUR, floor_hour, hourly_demand
 from pools.inventory.models import (
     DriverGroup,
@@ -55,7 +53,6 @@ from pools.inventory.models import (
     Pool,
 )
 from pools.inventory.selectors import inventory_census, mig_slices, unrecognised_model_list
-from pools.reclamation.card_timeline import card_changes, card_pieces
 from pools.reclamation.evaluate import IDLE_BELOW_PCT
 from pools.reclamation.models import IdleFinding
 
@@ -475,63 +472,17 @@ def _held_peaks(
     (:func:`_plan_blocked`): :func:`pools.capacity.selectors.timeline_peaks`, the timeline's
     own sweep and cache (unfiltered, the very entry ``/timeline/`` reads), so an allocation of
     a few hours counts on its day and two that never hold cards at the same instant are not
-    added. One query (the allocations' intervals over the 8 weeks, swept in Python) when the
-    cache has them not. The days before a reclamation changed an allocation's cards are swept
-    again with the cards it held then (:func:`_held_peaks_as_reclaimed`: one query, three when
-    one did). Only the pairs holding cards in the 8 weeks."""
+    added, and the days before a reclamation changed an allocation's cards count the cards it
+    held then (:func:`pools.capacity.selectors.peaks_as_held`). Two queries (the allocations'
+    intervals over the 8 weeks, swept in Python, and those a reclamation changed today; two
+    more when there are any) when the cache has them not. Only the pairs holding cards in the
+    8 weeks."""
+    if not (filters.pool or filters.gpu_model or filters.team):
+        return timeline_peaks(bounds=bounds, blocked=blocked)
     # whole cards only: a MIG slice is not a card of the plan (issue 38)
     rows = _filtered(Allocation.objects.holding().whole_cards(), filters)
-    if not (filters.pool or filters.gpu_model or filters.team):
-        peaks = timeline_peaks(bounds=bounds, blocked=blocked)
-    else:
-        scope = f"plan:{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
-        peaks = timeline_peaks(bounds=bounds, blocked=blocked, rows=rows, scope=scope)
-    return _held_peaks_as_reclaimed(rows=rows, bounds=bounds, blocked=blocked, peaks=peaks)
-
-
-def _held_peaks_as_reclaimed(
-    *, rows, bounds: list[datetime], blocked: dict, peaks: dict[tuple, list]
-) -> dict[tuple, list[tuple[int, datetime]]]:
-    """``peaks`` (:func:`_held_peaks`' sweep, which counts each allocation's latest
-    ``card_count`` over its whole window) with the days before a reclamation's last change
-    swept again with the cards each allocation of ``rows`` held at each instant, the card
-    timeline's rule (:func:`pools.reclamation.card_timeline.card_pieces`, as billing charges
-    them): a shrink from 4 cards to 1 at 06:00 held 4 until 06:00, an end undone at 05:00 held
-    none between its reclamation and 05:00. After its last change an allocation holds its
-    ``card_count``, and changes are never in the future, so only the days up to the latest
-    change after ``bounds[0]`` move (the first day, in practice). One query (the allocations of
-    ``rows`` changed after ``bounds[0]``, with their pool and model), and two more when there are
-    any: their changes and the allocations of their pool × model pairs over those days."""
-    start = bounds[0]
-    since = Q(reclaimed_at__gt=start) | Q(state=IdleFindingState.UNDONE, closed_at__gt=start)
-    found = IdleFinding.objects.filter(
-        since,
-        state__in=[IdleFindingState.RECLAIMED, IdleFindingState.UNDONE],
-        reclaimed_at__isnull=False,
-        allocation__in=rows.overlapping(start, bounds[-1]).values("pk"),
-    ).values_list("allocation_id", "allocation__pool_id", "allocation__gpu_model_id")
-    pairs = {(pool_id, model_id) for _pk, pool_id, model_id in found}
-    if not pairs:
-        return peaks
-    changes = card_changes({pk for pk, _pool_id, _model_id in found})
-    last = max(at for each in changes.values() for at, _before, _after in each)
-    days = sum(1 for b in bounds[:-1] if b < last)
-    held = (
-        rows.overlapping(start, bounds[days])
-        .filter(functools.reduce(operator.or_, (Q(pool_id=p, gpu_model_id=m) for p, m in pairs)))
-        .only("pool_id", "gpu_model_id", "starts_at", "ends_at", "card_count")
-    )
-    intervals: dict[tuple, list] = defaultdict(list)
-    for a in held:
-        pieces = card_pieces(a, changes.get(a.pk, ()))
-        intervals[(a.pool_id, a.gpu_model_id)] += [(p.start, p.end, p.cards) for p in pieces]
-    zone = start.tzinfo
-    out = dict(peaks)
-    for pair in pairs:
-        spans = intervals[pair] + [s for kind in blocked.get(pair, {}).values() for s in kind]
-        swept = [(n, at.astimezone(zone)) for n, at in peaks_per_span(spans, bounds[: days + 1])]
-        out[pair] = swept + list(peaks.get(pair, [(0, b) for b in bounds[:-1]])[days:])
-    return out
+    scope = f"plan:{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
+    return timeline_peaks(bounds=bounds, blocked=blocked, rows=rows, scope=scope)
 
 
 def _blocked_split(
@@ -571,8 +522,8 @@ def allocation_plan(
     slugs and names (:func:`pool_model_names`; none when handed ``names``: grouping 37,000
     allocations by four joined names cost more than the two small reads), the reservations
     and maintenance windows of the 8 weeks (:func:`_plan_blocked`), the held cards' peaks
-    (:func:`_held_peaks`, kept per allocations' generation: one query when the cache has them
-    not; one for the allocations a reclamation changed today, two more when there are any:
+    (:func:`_held_peaks`, kept per allocations' generation: when the cache has them not, one
+    query and one for the allocations a reclamation changed today, two more when there are any:
     the days before are counted with the cards they held then), those held now (the few
     thousand started, from the index ``allocation_holding_started`` alone), the submitted
     requests' windows that name their pool and model (swept as the allocations are,

@@ -14,6 +14,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db.models import Q, QuerySet
+
 from pools.capacity.models import Allocation
 from pools.common.choices import IdleFindingState
 from pools.reclamation.models import IdleFinding
@@ -53,19 +55,46 @@ def card_pieces(
 def card_changes(allocation_ids: Iterable[int]) -> dict[int, list[tuple[datetime, int, int]]]:
     """``(at, before, after)`` card changes per allocation id, from its reclaimed and undone
     findings. One query."""
+    return _changes_of(IdleFinding.objects.filter(allocation_id__in=list(allocation_ids)))
+
+
+_CHANGED = [IdleFindingState.RECLAIMED, IdleFindingState.UNDONE]
+
+
+def _changes_of(findings: QuerySet[IdleFinding]) -> dict[int, list[tuple[datetime, int, int]]]:
+    """:func:`card_changes` of the reclaimed and undone ones of ``findings``. One query."""
     changes: dict[int, list[tuple[datetime, int, int]]] = defaultdict(list)
-    findings = IdleFinding.objects.filter(
-        allocation_id__in=list(allocation_ids),
-        state__in=[IdleFindingState.RECLAIMED, IdleFindingState.UNDONE],
-        reclaimed_at__isnull=False,
-    ).values_list(
+    rows = findings.filter(state__in=_CHANGED, reclaimed_at__isnull=False).values_list(
         "allocation_id", "reclaimed_at", "closed_at", "state", "card_count", "cards_in_use"
     )
-    for allocation_id, reclaimed_at, closed_at, state, before, kept in findings:
+    for allocation_id, reclaimed_at, closed_at, state, before, kept in rows:
         changes[allocation_id].append((reclaimed_at, before, kept))
         if state == IdleFindingState.UNDONE and closed_at is not None:
             changes[allocation_id].append((closed_at, kept, before))
     return changes
+
+
+def card_pieces_changed_since(
+    *, allocations: QuerySet[Allocation], since: datetime
+) -> list[tuple[Allocation, list[CardPiece]]]:
+    """The allocations of ``allocations`` whose cards a reclamation changed after ``since``
+    (a shrink or end at a later instant, or the undo of one), each with its :func:`card_pieces`
+    over its whole window (its earlier changes too), as the queryset reads them (its
+    annotations and ``only`` kept). An allocation holds its ``card_count`` after its last change
+    and changes are never in the future, so a reader of the time from ``since`` on that counts
+    ``card_count`` corrects these alone (the timeline, the admin dashboard's plan and the
+    capacity calendar, below this module: ``settings.ALLOCATION_CARD_PIECES_SINCE``). One
+    query when none changed (the usual day), two when some did: their changes, and their
+    rows."""
+    recent = Q(reclaimed_at__gt=since) | Q(state=IdleFindingState.UNDONE, closed_at__gt=since)
+    changed = IdleFinding.objects.filter(
+        recent, state__in=_CHANGED, reclaimed_at__isnull=False,
+        allocation__in=allocations.values("pk"),
+    ).values("allocation_id")  # fmt: skip
+    changes = _changes_of(IdleFinding.objects.filter(allocation_id__in=changed))
+    if not changes:
+        return []
+    return [(a, card_pieces(a, changes[a.pk])) for a in allocations.filter(pk__in=list(changes))]
 
 
 def allocations_card_pieces(*, allocations: Iterable[Allocation]) -> dict[int, list[CardPiece]]:

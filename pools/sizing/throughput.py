@@ -40,8 +40,10 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   the prefill work runs alone (compute bound) and the rest rides in the decode steps. The step
   (per output token of every sequence) = decode step + that serial share; TPOT = decode step.
 - **Tensor parallelism** splits weights, KV heads, bandwidth and FLOPS across the ``tp`` cards and
-  costs two all-reduces per layer of tokens × hidden × 2 bytes: latency + 2 (tp - 1) / tp × bytes
-  / bus bandwidth. NVLink cards use NVLink; others go over PCIe at half its link rate
+  costs two all-reduces per layer of tokens × hidden × 2 bytes: 2 (tp - 1) / tp × bytes / bus
+  bandwidth, the bus bandwidth NVLink all-reduces were measured to reach at that size on
+  NVSwitch systems (:func:`allreduce_s`, :mod:`pools.sizing.collectives`), else latency plus the
+  ring formula; cards without NVLink go over PCIe at half its link rate
   (:data:`PCIE_ALLREDUCE_SHARE`), the "PCIe all-reduce penalty" stated per result.
 
 Output rate = sequences in flight / step; TTFT = the prefill of one request alone (compute or
@@ -54,6 +56,7 @@ import math
 from dataclasses import dataclass, replace
 
 from pools.sizing import SizingInputError, SizingWarning
+from pools.sizing.collectives import measured_allreduce_share
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.engines import engine_profile
 from pools.sizing.gpus import (
@@ -195,20 +198,36 @@ def tensor_tflops(precision: Precision, gpu: GpuSpec) -> float | None:
 def allreduce_s(
     *, message_bytes: float, tp: int, gpu: GpuSpec, nic_gbps: float | None = None
 ) -> float:
-    """Seconds for one ring all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
+    """Seconds for one all-reduce of ``message_bytes`` across ``tp`` cards of ``gpu``.
 
-    latency + 2 × (tp - 1) / tp × bytes / bus bandwidth: NVLink per direction ×
-    :data:`NVLINK_COLLECTIVE_SHARE` where it spans the group, else the PCIe link rate ×
-    :data:`PCIE_ALLREDUCE_SHARE`; 0 for tp = 1. Ring
-    all-reduce traffic per card is the llm-analysis formula (sizing_anchors.md 2.5). A group
-    larger than a node (:func:`pools.sizing.gpus.node_gpus`) is bound by its slowest ring link,
-    the NIC: ``nic_gbps`` Gb/s per card (/ 8 for bytes), :data:`NIC_LATENCY_S`; 16 H100 on
-    400 Gb/s, 1 MB: 50 us + 2 × 15 / 16 × 1e6 / 50e9 = 87.5 us.
+    On NVSwitch-connected cards (form factor ``sxm``) of a generation with a measured table,
+    inside the NVLink domain: 2 x (tp - 1) / tp x bytes / (NVLink per direction x the measured
+    bus bandwidth share at that size, :func:`pools.sizing.collectives.measured_allreduce_share`):
+    eight H200, 8 MiB: 1.75 x 8,388,608 / (450e9 x 0.42279) = 77.16 us (the tables' H200 point:
+    77 us; the ring formula below said 49.7 us). Elsewhere the ring formula: latency + 2 x
+    (tp - 1) / tp x bytes / bus bandwidth - NVLink per direction x
+    :data:`NVLINK_COLLECTIVE_SHARE` (Volta, Turing, bridged pairs), else the PCIe link rate x
+    :data:`PCIE_ALLREDUCE_SHARE`. 0 for tp = 1. Ring all-reduce traffic per card is the
+    llm-analysis formula (sizing_anchors.md 2.5). A group larger than a node
+    (:func:`pools.sizing.gpus.node_gpus`) is bound by its slowest ring link, the NIC:
+    ``nic_gbps`` Gb/s per card (/ 8 for bytes), :data:`NIC_LATENCY_S`; 16 H100 on 400 Gb/s,
+    1 MB: 50 us + 2 x 15 / 16 x 1e6 / 50e9 = 87.5 us.
+
+    Issue 34, cross-validated: TensorRT-LLM's Llama 3.3 70B NVFP4 tables on 8 B200 went from
+    +22 ... +59 % to +6 ... +33 %; the 726 published rows' median 11.3 -> 10.7 %, the default
+    227 rows' 9.3 -> 8.7 %.
     """
     if tp <= 1:
         return 0.0
+    factor = 2 * (tp - 1) / tp
+    if tp <= node_gpus(gpu) and gpu.nvlink_spans(tp) and gpu.form_factor == "sxm":
+        share = measured_allreduce_share(
+            architecture=gpu.architecture, cards=tp, message_bytes=message_bytes
+        )
+        if share is not None:
+            return factor * message_bytes / (gpu.peer_bandwidth_bytes_per_s(tp) * share)
     latency, bandwidth = _ring_link(ranks=tp, gpu=gpu, nic_gbps=nic_gbps)
-    return latency + 2 * (tp - 1) / tp * message_bytes / bandwidth
+    return latency + factor * message_bytes / bandwidth
 
 
 def _ring_link(*, ranks: int, gpu: GpuSpec, nic_gbps: float | None) -> tuple[float, float]:

@@ -556,6 +556,9 @@ ALLOCATION_COSTS_SO_FAR = "billing.dashboards.costs.allocations_cost_so_far"
 # reservation import charges by); a dotted path because pools.reclamation sits above
 # pools.capacity, whose API counts an allocation's window card-hours with it.
 ALLOCATION_CARD_PIECES = "pools.reclamation.card_timeline.allocations_card_pieces"
+# The same for the allocations a reclamation changed after an instant: the past hours of the
+# timeline, the admin dashboard's plan and the capacity calendar count the cards held then.
+ALLOCATION_CARD_PIECES_SINCE = "pools.reclamation.card_timeline.card_pieces_changed_since"
 # What elastic scale decisions added or released, and the period's burst, priced as burst lines.
 ELASTIC_SCALE_COSTS = "billing.elastic_costs.elastic_scale_costs"
 # Issue 35: a what-if's burst priced with and without the burst pool (pools do not import billing).

@@ -181,13 +181,13 @@ def test_queries_do_not_grow_with_the_week(client, team_member, week, django_ass
     """Session, user, pool, model, visible teams, the week's allocations, its recurring rules and
     the schedulable count (8), then for the free cards of all seven days at once
     (:func:`pools.calendar.week.free_per_day`) the inventory generation, the
-    allocations, the rules and the maintenance windows (4), the week's maintenance windows
-    shown as holds (1) and its temporary overrides (1): 14, with 2 or 42 allocations that
-    week."""
+    allocations, the rules, the maintenance windows and the allocations a reclamation changed
+    (5), the week's maintenance windows shown as holds (1) and its temporary overrides (1): 15,
+    with 2 or 42 allocations that week."""
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     client.get(url, {"week": "2027-W03"})  # the pool's node read is cached from here on
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         client.get(url, {"week": "2027-W03"})
     pool, l40s = week[0].pool, week[0].gpu_model
     for hour in range(40):
@@ -200,7 +200,7 @@ def test_queries_do_not_grow_with_the_week(client, team_member, week, django_ass
             starts_at=datetime(2027, 1, 23, tzinfo=UTC) + timedelta(hours=hour),
             ends_at=datetime(2027, 1, 25, 0, tzinfo=UTC),
         )
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         client.get(url, {"week": "2027-W03"})
 
 

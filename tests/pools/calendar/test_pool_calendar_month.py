@@ -168,14 +168,15 @@ def test_queries_do_not_grow_with_the_allocations(
 ):
     """Session, user, pool, model, the month's allocations and recurring rules (listed), the
     schedulable count (7), then for the free cards of all 31 days at once the inventory
-    generation, the allocations, the rules and the maintenance windows (4), the month's
-    maintenance windows counted per day (1), then the visible teams and the month's temporary
-    overrides (2): 14, with 1 or 41 allocations that month."""
+    generation, the allocations, the rules, the maintenance windows and the allocations a
+    reclamation changed (5), the month's maintenance windows counted per day (1), then the
+    visible teams and the month's temporary overrides (2): 15, with 1 or 41 allocations that
+    month."""
     course, allocation = march
     client.force_login(team_member)
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     client.get(url, {"month": "2027-03"})  # the pool's node read is cached from here on
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         client.get(url, {"month": "2027-03"})
     for hour in range(40):
         AllocationFactory(
@@ -186,5 +187,5 @@ def test_queries_do_not_grow_with_the_allocations(
             starts_at=datetime(2027, 3, 5, tzinfo=UTC) + timedelta(hours=hour),
             ends_at=datetime(2027, 3, 9, tzinfo=UTC),
         )
-    with django_assert_num_queries(14):
+    with django_assert_num_queries(15):
         client.get(url, {"month": "2027-03"})
