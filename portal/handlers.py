@@ -18,7 +18,7 @@ from django.http import HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.views import defaults
 
-from pools.web.pages import ExportInvalid, ParameterInvalid
+from pools.web.pages import ExportFiltersInvalid, ParameterInvalid
 
 RETRY_AFTER_S = 30
 
@@ -69,19 +69,25 @@ def bad_request(request, exception):
             },
             400,
         )
-    if isinstance(exception, ExportInvalid) and not _from_browser(request):
-        return exception.plain(request.GET.get("export", ""))
     if isinstance(exception, ParameterInvalid):
+        if request.GET.get("export") and not _from_browser(request):
+            return exception.plain(request)  # a script's download: one line, never a page
         return _parameter_page(request, exception)
     return defaults.bad_request(request, exception)
 
 
 def _from_browser(request) -> bool:
     """Whether the request asked for a page: htmx's, or one that names ``text/html`` in
-    ``Accept`` (browsers do; ``curl`` and scripts send ``*/*`` or nothing)."""
-    return request.headers.get("HX-Request") == "true" or "text/html" in request.headers.get(
-        "Accept", ""
-    )
+    ``Accept`` (browsers do; ``curl`` and scripts send ``*/*``, ``text/csv`` or nothing).
+    A download (``?export=``) refused for any parameter (the export's name, its filters,
+    the month of its page) answers a browser the 400 page, a script one line of text."""
+    return _htmx(request) or "text/html" in request.headers.get("Accept", "")
+
+
+def _htmx(request) -> bool:
+    """``request.htmx`` (``portal.middleware.PageHtmxDetails``: false for a history restore,
+    which wants the whole page); false for a request refused before that middleware."""
+    return bool(getattr(request, "htmx", False))
 
 
 def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:
@@ -103,9 +109,27 @@ def _parameter_page(request, exception: ParameterInvalid) -> HttpResponse:
         context.update(
             value=exception.path_value, back=exception.back, back_text=exception.back_text
         )
-    htmx = request.headers.get("HX-Request") == "true"
-    template = "bad_parameter.html#message" if htmx else "bad_parameter.html"
+    if isinstance(exception, ExportFiltersInvalid):
+        context.update(_filters_context(request, exception))
+    template = "bad_parameter.html#message" if _htmx(request) else "bad_parameter.html"
     return render(request, template, context, status=400)
+
+
+def _filters_context(request, exception: ExportFiltersInvalid) -> dict:
+    """What the 400 page says of a download's filters it could not use: their names, the
+    refusal, and two ways on: the same download without them, and the page with them (its
+    form shows each error on its field)."""
+    without = request.GET.copy()
+    for name in exception.parameters:
+        without.pop(name, None)
+    page = request.GET.copy()
+    page.pop("export", None)
+    return {
+        "refusal": exception.refusal,
+        "filters": exception.parameters,
+        "back": f"{request.path}?{without.urlencode()}",
+        "page": f"{request.path}?{page.urlencode()}" if page else request.path,
+    }
 
 
 def server_error(request):

@@ -1,5 +1,5 @@
 """The portal's own middleware: sign-in required on pages, API body size, control characters,
-deferred jobs and the request deadline.
+deferred jobs, the request deadline, and htmx's history restore answered with whole pages.
 
 Login is required everywhere except the login page, health probes, the API, the OIDC callback and
 ``/metrics`` (Prometheus scrapes it without a session; it holds counts and timings, no data).
@@ -21,6 +21,8 @@ from django.http import Http404, JsonResponse
 from django.http.multipartparser import MultiPartParserError
 from django.shortcuts import render
 from django.urls import Resolver404, resolve
+from django.utils.cache import has_vary_header, patch_vary_headers
+from django_htmx.middleware import HtmxDetails
 
 from pools.common.validators import CONTROL_CHARACTERS
 from pools.jobs.outbox import deferred_unwatch, deferred_watch
@@ -253,3 +255,31 @@ def _nearest_page_above(path: str) -> str:
             continue
         return candidate
     return "/"
+
+
+class PageHtmxDetails(HtmxDetails):
+    """``request.htmx`` (django-htmx's), false for htmx's history restore: Back or Forward to
+    an address htmx pushed whose page is not in its history cache sends
+    ``HX-History-Restore-Request: true`` (with ``HX-Request: true``) and puts the answer in
+    place of the whole ``<body>``, so the answer must be the whole page, never the fragment
+    the view gives htmx (a dashboard body, a list's table: a page without its layout)."""
+
+    def __bool__(self) -> bool:
+        return super().__bool__() and not self.history_restore_request
+
+
+class HtmxMiddleware:
+    """django-htmx's middleware with :class:`PageHtmxDetails`: every view that answers htmx
+    with a fragment (``f"{template}#table" if request.htmx else template``) answers a history
+    restore with its page, in this one place. A response that varies on ``HX-Request`` varies
+    on ``HX-History-Restore-Request`` too (both come with ``HX-Request: true``)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        request.htmx = PageHtmxDetails(request)
+        response = self.get_response(request)
+        if has_vary_header(response, "HX-Request"):
+            patch_vary_headers(response, ["HX-History-Restore-Request"])
+        return response

@@ -36,8 +36,8 @@ from pools.web.pages import (
     checked_page,
     csv_response,
     filter_refusal,
-    filter_refusal_csv,
     form_add_domain_errors,
+    refuse_export,
 )
 
 BUDGETS_PER_PAGE = 50
@@ -113,7 +113,7 @@ def budget_list_page(request):
     FilterSet); ``?budget=<id>`` picks the budget charted (default: the fullest on the page);
     ``?export=csv`` every filtered budget with its figures. A filter it cannot use (a team
     the user may not see) is a 400: the page with the error and no rows, the CSV
-    :func:`pools.web.pages.filter_refusal_csv`."""
+    :func:`pools.web.pages.refuse_export`."""
     export = checked_export(request)
     now = timezone.now()
     filterset = BudgetFilterSet(
@@ -123,9 +123,9 @@ def budget_list_page(request):
     # An invalid filter (a team the user may not see) is a 400 over no rows, never every budget.
     rows = filterset.queryset.none() if refused else filterset.qs
     rows = rows.order_by("team__name", "cost_centre", "period", "pk")
-    if export == "csv":
-        if refused:
-            return filter_refusal_csv(filterset.form)
+    if export and refused:
+        refuse_export(request, filterset.form)  # htmx: the page says why, as without export
+    elif export == "csv":
         statuses = budget_statuses(rows, now=now)
         return csv_response(statuses.values(), CSV_COLUMNS, "budgets.csv")
     page = checked_page(request, Paginator(rows, BUDGETS_PER_PAGE), refused=refused)

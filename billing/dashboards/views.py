@@ -56,9 +56,9 @@ from pools.web.pages import (
     checked_export,
     csv_response,
     filter_refusal,
-    filter_refusal_csv,
     mig_slices_text,
     pool_admin_required,
+    refuse_export,
 )
 
 CAPACITY_COLUMNS = [
@@ -574,7 +574,7 @@ def admin_dashboard(request):
 
     Filters the form cannot use (a team the user may not see, a pool or GPU model of no slug)
     are a 400, as on the timeline and the lists: the page (or its htmx body, or a part) with
-    the refusal and no figures; a CSV :func:`pools.web.pages.filter_refusal_csv`. The whole
+    the refusal and no figures; a download :func:`pools.web.pages.refuse_export`. The whole
     fleet's figures under a filter it could not read would pass for the filtered ones."""
     export = checked_export(request, ADMIN_EXPORTS)
     now = timezone.now()
@@ -582,7 +582,7 @@ def admin_dashboard(request):
     part = request.GET.get("part")
     if form.is_bound and not form.is_valid():
         if export:
-            return filter_refusal_csv(form)
+            refuse_export(request, form)  # htmx: the body says why, as without export
         return _refused(request, form)
     if part == "utilisation":
         return _utilisation_part(request, filters, now)

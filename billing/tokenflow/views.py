@@ -4,8 +4,8 @@ cached share, retries and errors with their tokens and cost, step latency, and t
 tasks (sortable, paginated, ``?export=csv``). Members of the team and pool admins; anyone else
 gets a 404 (whether the team exists is not said). One URL: the page, or its ``table`` fragment
 for htmx. Filters it cannot use (``since`` after ``until``, a model the team has not served)
-are a 400: the page with the errors and no tasks; the CSV a ``text/plain`` 400 saying why
-(:func:`pools.web.pages.filter_refusal_csv`), never a header-only CSV."""
+are a 400: the page with the errors and no tasks; the CSV a 400 saying why
+(:func:`pools.web.pages.refuse_export`), never a header-only CSV."""
 
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from pools.web.pages import (
     checked_page_size,
     csv_response,
     filter_refusal,
-    filter_refusal_csv,
+    refuse_export,
 )
 
 TASK_COLUMNS = [
@@ -128,9 +128,9 @@ def token_flow(request, team: str):
                              since=since, until=until)  # fmt: skip
     key = cost_order_key(ordering.removeprefix("-"), prices=prices, models=chosen, days=days)
     ordered = _ordered(priced, ordering, key)
-    if export == "csv":
-        if not valid:  # a header-only CSV would say the team made no calls then
-            return filter_refusal_csv(form)
+    if export and not valid:  # a header-only CSV would say the team made no calls then
+        refuse_export(request, form)  # htmx: the table says why, as without export
+    elif export == "csv":
         rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
     summary = money = None

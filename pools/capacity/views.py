@@ -65,12 +65,12 @@ from pools.web.pages import (
     checked_page,
     csv_response,
     filter_refusal,
-    filter_refusal_csv,
     filtered_list,
     form_add_domain_errors,
     minute_text,
     pool_admin_required,
     redirect_back,
+    refuse_export,
 )
 
 QUEUE_PAGE_SIZE = 50  # submitted requests per page of the approval queue
@@ -759,13 +759,13 @@ def timeline(request):
     ``?team=<slug>`` (a team the user may see, :class:`TimelineFilterSet`): that team alone is
     named and its allocations alone listed, every other team's cards "other teams" (the bars'
     total, and so ``free``, the same). Any other slug is a 400: the page with the refusal and no
-    charts, the CSV :func:`filter_refusal_csv`."""
+    charts, the CSV :func:`refuse_export`."""
     export = checked_export(request)
     filterset = TimelineFilterSet(request.GET or None, queryset=Allocation.objects.none(),
                                   request=request)  # fmt: skip
     if filterset.is_bound and not filterset.is_valid():
-        if export == "csv":
-            return filter_refusal_csv(filterset.form)
+        if export:
+            refuse_export(request, filterset.form)  # htmx: the page says why, as without export
         context = {"form": filterset.form, "refusal": filter_refusal(filterset.form), "charts": []}
         return render(request, "pools/requests/timeline.html", context, status=400)
     chosen = filterset.form.cleaned_data.get("team") if filterset.is_bound else None

@@ -61,9 +61,9 @@ from pools.web.pages import (
     checked_page,
     csv_response,
     filter_refusal,
-    filter_refusal_csv,
     form_add_domain_errors,
     pool_admin_required,
+    refuse_export,
 )
 
 FINDING_COLUMNS = [
@@ -101,7 +101,7 @@ def idle_findings(request):
     ``?state=open``, ``?team=<slug>`` among the teams the user may see, ``pool``, ``dry_run``);
     ``?export=csv`` the same rows. Filters it cannot use (a team the user may not see, a state
     that is none) are a 400: the page with the error and no rows, the CSV
-    :func:`pools.web.pages.filter_refusal_csv`. 50 findings a page (:func:`checked_page`)."""
+    :func:`pools.web.pages.refuse_export`. 50 findings a page (:func:`checked_page`)."""
     export = checked_export(request)
     filterset = IdleFindingFilterSet(
         request.GET or None,
@@ -110,9 +110,9 @@ def idle_findings(request):
     )
     refused = filterset.is_bound and not filterset.is_valid()
     rows = filterset.queryset.none() if refused else filterset.qs
-    if export == "csv":
-        if refused:
-            return filter_refusal_csv(filterset.form)
+    if export and refused:
+        refuse_export(request, filterset.form)  # htmx: the page says why, as without export
+    elif export == "csv":
         return csv_response(rows.iterator(), FINDING_COLUMNS, "idle-findings.csv")
     page = checked_page(request, Paginator(rows, 50), refused=refused)
     policies = {

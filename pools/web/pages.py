@@ -172,24 +172,55 @@ class ParameterInvalid(BadRequest):
         self.path_value, self.back, self.back_text = path_value, back, back_text
         super().__init__(f"{parameter}: {allowed}")
 
+    def plain(self, request) -> HttpResponse:
+        """The 400 for a script that asked ``request`` for a download (``?export=``): the
+        page's words in one line of plain text, ``?month=2026-13 is not a month YYYY-MM
+        (2026-11); nothing was exported.`` (a script would save the HTML page as its CSV)."""
+        if self.path_value is not None:
+            said = f"The {self.parameter} in the address, {self.path_value[:40]!r},"
+        else:
+            said = f"?{self.parameter}={request.GET.get(self.parameter, '')[:40]}"
+        return _plain_400(f"{said} is not {self.allowed}; nothing was exported.")
+
 
 class ExportInvalid(ParameterInvalid):
     """``?export=<name>`` of a page that has no such download (``?export=xyz``): a 400 naming
     the ones it has (``exports``), never the page itself, which a script would save as its
     CSV. A browser (or htmx) gets the 400 page of :class:`ParameterInvalid`; anything else the
-    same words in plain text (:meth:`plain`), as the CSV refusals are."""
+    same words in plain text (:meth:`plain`), as the refused filters of a download are
+    (:class:`ExportFiltersInvalid`)."""
 
     def __init__(self, exports: Sequence[str]):
         self.exports = tuple(exports)
         super().__init__("export", "one of " + ", ".join(self.exports))
 
-    def plain(self, name: str) -> HttpResponse:
+    def plain(self, request) -> HttpResponse:
         """The plain-text 400 for a script: ``No export 'xyz' here; export is one of: csv.``"""
-        return HttpResponse(
-            f"No export {name[:40]!r} here; export is one of: {', '.join(self.exports)}.\n",
-            status=400,
-            content_type="text/plain; charset=utf-8",
-        )
+        name, exports = request.GET.get("export", ""), ", ".join(self.exports)
+        return _plain_400(f"No export {name[:40]!r} here; export is one of: {exports}.")
+
+
+class ExportFiltersInvalid(ParameterInvalid):
+    """A download (``?export=csv``) whose filters its page cannot use (``?gpu_model=nope``, a
+    team the user may not see): never a header-only CSV (which says there are no rows) nor the
+    unfiltered rows. Answered as every refused download is (``portal.handlers.bad_request``):
+    a browser the 400 page naming the filters (``parameters``, the fields of ``form`` with
+    errors) and :func:`filter_refusal`, with a link to the same download without them; a
+    script that refusal in one line of plain text (:meth:`plain`). Raised by
+    :func:`refuse_export`, which leaves htmx to the page's own fragment."""
+
+    def __init__(self, form: forms.BaseForm):
+        self.parameters = tuple(name for name in form.errors if name in form.fields)
+        self.refusal = filter_refusal(form)
+        super().__init__(", ".join(self.parameters) or "filters", self.refusal)
+
+    def plain(self, request) -> HttpResponse:
+        """``The filters are invalid: Team "vision": No team you can see has this slug.``"""
+        return _plain_400(f"The filters are invalid: {self.refusal}")
+
+
+def _plain_400(line: str) -> HttpResponse:
+    return HttpResponse(f"{line}\n", status=400, content_type="text/plain; charset=utf-8")
 
 
 def checked_export(request, exports: Sequence[str] = ("csv",)) -> str | None:
@@ -270,15 +301,13 @@ def filter_refusal(form: forms.BaseForm) -> str:
     )
 
 
-def filter_refusal_csv(form: forms.BaseForm) -> HttpResponse:
-    """A CSV export's answer to filters it cannot use: 400, ``text/plain``, the refusal of
-    :func:`filter_refusal` (never a header-only CSV, which says there are no rows, nor the
-    unfiltered rows)."""
-    return HttpResponse(
-        f"The filters are invalid: {filter_refusal(form)}\n",
-        status=400,
-        content_type="text/plain; charset=utf-8",
-    )
+def refuse_export(request, form: forms.BaseForm) -> None:
+    """A download's (``?export=``) answer to the filters of ``form`` it cannot use, as every
+    page gives it: raises :class:`ExportFiltersInvalid` (the 400 page for a browser, one line
+    of text for a script); returns for htmx, whose caller answers the fragment its page uses,
+    with the refusal, as it does without ``export``."""
+    if not request.htmx:
+        raise ExportFiltersInvalid(form)
 
 
 def filtered_list(
@@ -288,7 +317,7 @@ def filtered_list(
 
     Filters it cannot use (a team the user may not see, an ``ordering`` it does not sort by)
     answer 400, as the API does: the page (or fragment) with the errors on the form and in
-    ``refusal``, no rows; the CSV :func:`filter_refusal_csv`. ``?export=`` other than ``csv``
+    ``refusal``, no rows; the CSV :func:`refuse_export`. ``?export=`` other than ``csv``
     is :func:`checked_export`'s 400.
     ``page`` and ``page_size`` are read by :func:`checked_page` / :func:`checked_page_size`."""
     export = checked_export(request)
@@ -302,9 +331,9 @@ def filtered_list(
         rows = queryset.none() if refused else filterset.qs
     if not params.get("ordering"):
         rows = rows.order_by(*default_ordering)
-    if export == "csv":
-        if refused:
-            return filter_refusal_csv(filterset.form)
+    if refused and export:
+        refuse_export(request, filterset.form)  # htmx: the table says why, as without export
+    elif export == "csv":
         return csv_response(rows.iterator(chunk_size=2000), columns, filename)
     page = checked_page(request, Paginator(rows, checked_page_size(request)), refused=refused)
     query = request.GET.copy()

@@ -97,7 +97,8 @@ MIDDLEWARE = [
     # A page's empty 405 (a form's address opened or reloaded) becomes the portal's 405 page.
     "portal.middleware.MethodNotAllowedPageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
-    "django_htmx.middleware.HtmxMiddleware",
+    # django-htmx's request.htmx, false for htmx's history restore (which wants the whole page)
+    "portal.middleware.HtmxMiddleware",
     "portal.middleware.LoginRequiredMiddleware",
     # Last before the metrics: turns a sign-in lockout into portal.throttling.lockout_response.
     "axes.middleware.AxesMiddleware",

@@ -189,6 +189,11 @@ function fieldsFromUrl(form) {
 document.addEventListener("htmx:historyRestore", () => {
   document.querySelectorAll("form[data-fields-from-url]").forEach(fieldsFromUrl);
 });
+// Back or Forward to an address htmx pushed and no longer holds in its history cache asks the
+// server for it (HX-History-Restore-Request, answered with the whole page: portal.middleware.
+// HtmxMiddleware); htmx swaps in only a 2xx or 3xx answer, so a page answering 400 (a list under
+// a filter it refuses) left the page before under the new address. Load it as a browser would.
+document.addEventListener("htmx:historyCacheMissLoadError", () => window.location.reload());
 // data-copy="id" on a button: copy the value of the field with that id (the team's calendar
 // link); the button says "Copied" for two seconds.
 document.addEventListener("click", (event) => {
