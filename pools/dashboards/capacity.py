@@ -514,9 +514,9 @@ def allocation_plan(
     *, filters: DashboardFilters, now: datetime, names: Names | None = None
 ) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): on each of the next 56 local days (:func:`plan_days`, the
-    timeline's) the most cards held at any instant of the day -- by holding allocations, by
-    the occurrences of recurring reservations and by planned maintenance windows, the
-    timeline's and the approval's count (:func:`_held_peaks`) -- with the reservations' and
+    timeline's) the most cards held at any instant of the day -- by allocations (one ended or
+    reclaimed today until its end), by the occurrences of recurring reservations and by planned
+    maintenance windows, the timeline's count (:func:`_held_peaks`) -- with the reservations' and
     maintenance's share of them at that instant, and, apart, the most cards of submitted
     requests asked for at any instant of it (each at its own busiest instant: a request from
     13:00 to 23:00 counts; two that never overlap are not added), and the cards allocations
