@@ -13,6 +13,11 @@ from pools.common.choices import AllocationStatus as S
 
 # Hold cards against the pool's capacity (the approval invariant counts these).
 HOLDING_STATUSES = (S.APPROVED, S.PROVISIONING, S.ACTIVE, S.EXPIRING)
+# Held cards over their window ``[starts_at, ends_at)``, once or now: the holding ones, and an
+# ended or reclaimed one, whose ends_at its end wrote (expiry at the window's end, a release or a
+# reclamation's end at that moment: min(ends_at, now)). What a past hour counts
+# (Allocation.objects.held_during): an allocation ended at 06:00 held its cards until 06:00.
+HELD_STATUSES = (*HOLDING_STATUSES, S.ENDED, S.RECLAIMED)
 # Applied in the scheduler: the team's GrpTRES / ResourceQuota includes these cards.
 APPLIED_STATUSES = (S.PROVISIONING, S.ACTIVE, S.EXPIRING)
 # Running now: what the idle scan looks at.

@@ -15,7 +15,7 @@ from django.db.models import Exists, OuterRef, Q, Value
 from django.db.models.functions import Coalesce
 
 from pools.capacity.arithmetic import card_hours
-from pools.capacity.lifecycle import HOLDING_STATUSES
+from pools.capacity.lifecycle import HELD_STATUSES, HOLDING_STATUSES
 from pools.capacity.placement import Shape
 from pools.capacity.slices import PROFILE_MAX_LENGTH, card_share
 from pools.classes.models import WorkloadClass
@@ -70,6 +70,17 @@ class AllocationQuerySet(TeamOwnedQuerySet):
     def holding(self) -> AllocationQuerySet:
         """Those whose status holds cards (:func:`holding_q`)."""
         return self.filter(holding_q())
+
+    def held_during(self, start, end) -> AllocationQuerySet:
+        """Those that held cards at some instant of ``[start, end)`` (aware datetimes): their
+        status holds cards or held them until their end (:data:`pools.capacity.lifecycle.
+        HELD_STATUSES`: an ended or reclaimed one's ``ends_at`` is when it ended) and their
+        window overlaps it (:func:`overlap_q`). A 4-card allocation reclaimed (or released) at
+        06:00 held 4 cards until 06:00, so today's past hours count it; one ended yesterday is
+        not among today's. The cards it held at each instant are its ``card_count`` unless a
+        reclamation changed them (:func:`pools.capacity.selectors.series_as_held`). The one
+        selection of what a period's hours held: the timeline's and the plan's."""
+        return self.filter(status__in=HELD_STATUSES).overlapping(start, end)
 
     def overlapping(self, start, end) -> AllocationQuerySet:
         """Those whose half-open window ``[starts_at, ends_at)`` meets ``[start, end)`` (aware

@@ -216,9 +216,11 @@ the admin dashboard's plan is)."""
 def timeline_holdings(
     *, user, start, end, instants: list, team: Team | None = None
 ) -> list[TimelineSeries]:
-    """Cards of the holding allocations overlapping ``[start, end)`` at each of ``instants``
-    (aware datetimes), per pool, model and team, summed in the database (one conditional sum
-    per instant). A pool and model with such allocations has its series even if all are 0. An
+    """Cards of the allocations that held cards in ``[start, end)`` (:meth:`pools.capacity.
+    models.AllocationQuerySet.held_during`: one ended or reclaimed today counts its hours
+    before its end) at each of ``instants`` (aware datetimes), per pool, model and team,
+    summed in the database (one conditional sum per instant). A pool and model with such
+    allocations has its series even if all are 0. An
     allocation a reclamation changed after ``start`` counts, at each instant, the cards it held
     then (:func:`series_as_held`), as the peaks do (:func:`timeline_peaks`).
 
@@ -240,7 +242,7 @@ def timeline_holdings(
     member's already are), so a renamed team is not shown by its old name. Inside a transaction
     summed afresh and not kept (:func:`pools.common.generation.cached`).
     """
-    window = Allocation.objects.holding().whole_cards().overlapping(start, end)
+    window = Allocation.objects.held_during(start, end).whole_cards()
     every = team is None and sees_every_team(user)
     if team is not None:
         teams = {team.pk: (team.slug, team.name)}
@@ -288,7 +290,9 @@ def timeline_peaks(
     (``benchmarks/fleet.py``, in turn on a loaded machine). Inside a transaction read afresh
     and not kept.
 
-    ``rows``: the allocations to count instead of every holding whole-card one (the admin
+    ``rows``: the allocations to count instead of every whole-card one that held cards in the
+    bounds (:meth:`pools.capacity.models.AllocationQuerySet.held_during`: the hours before
+    an allocation ended or was reclaimed count its cards, as :func:`timeline_holdings`; the admin
     dashboard's plan narrowed to a pool, model or team), named by ``scope`` in the key (empty
     only for the default rows: the timeline and the unfiltered plan share one entry).
 
@@ -303,7 +307,9 @@ def timeline_peaks(
         "|".join([*(b.isoformat() for b in bounds), repr(spans), scope]).encode()
     ).hexdigest()
     key = f"capacity:timeline-peaks:{allocations_generation()}:{digest}"
-    counted = Allocation.objects.holding().whole_cards() if rows is None else rows
+    counted = rows
+    if rows is None:
+        counted = Allocation.objects.held_during(bounds[0], bounds[-1]).whole_cards()
 
     def read() -> dict[tuple[int, int], list[tuple[int, datetime]]]:
         peaks = peaks_by_pool_model(bounds=bounds, blocked=blocked, rows=counted)
@@ -433,7 +439,8 @@ def _teams_holding_most(window: QuerySet[Allocation]) -> RawQuerySet[Team]:
 def timeline_allocations(
     *, user, start, end, first: int, team: Team | None = None
 ) -> tuple[dict, dict]:
-    """The user's holding allocations overlapping ``[start, end)``: how many per ``(pool id,
+    """The user's allocations that held cards in ``[start, end)`` (:meth:`pools.capacity.
+    models.AllocationQuerySet.held_during`, as the bars count them): how many per ``(pool id,
     model id)``, and the ``first`` of each by start (team joined, nothing else: the timeline
     links each to its request by id). The rows are read by id (one query) after the ranking
     (:func:`_timeline_ranking`, one query over ids only).
@@ -470,11 +477,11 @@ def timeline_allocations(
 
 
 def _timeline_ranking(*, user, start, end, first: int, team=None) -> tuple[dict, list[int]]:
-    """``({(pool id, model id): holding allocations of the user's overlapping the window},
+    """``({(pool id, model id): the user's allocations that held cards in the window},
     [the ids of the ``first`` of each by start, then id])``. One query over ids only, each
     chart's count a window over the same partition (ranking the whole rows took 5x as long at
     16,000 allocations)."""
-    mine = allocation_list(user=user).holding().whole_cards().overlapping(start, end)
+    mine = allocation_list(user=user).held_during(start, end).whole_cards()
     if team is not None:
         mine = mine.filter(team=team)
     chart = [F("pool"), F("gpu_model")]

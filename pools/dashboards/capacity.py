@@ -467,8 +467,10 @@ def _held_peaks(
     *, filters: DashboardFilters, bounds: list[datetime], blocked: dict
 ) -> dict[tuple, list[tuple[int, datetime]]]:
     """Per (pool id, model id), for each day ``[bounds[i], bounds[i + 1])``: the most cards
-    held at any instant of it and the first instant they are, by the holding whole-card
-    allocations narrowed by the filters' pool, model and team and by ``blocked``
+    held at any instant of it and the first instant they are, by the whole-card allocations
+    that held cards in the 8 weeks (:meth:`pools.capacity.models.AllocationQuerySet.
+    held_during`: one ended or reclaimed today counts its hours before its end) narrowed by
+    the filters' pool, model and team and by ``blocked``
     (:func:`_plan_blocked`): :func:`pools.capacity.selectors.timeline_peaks`, the timeline's
     own sweep and cache (unfiltered, the very entry ``/timeline/`` reads), so an allocation of
     a few hours counts on its day and two that never hold cards at the same instant are not
@@ -480,7 +482,7 @@ def _held_peaks(
     if not (filters.pool or filters.gpu_model or filters.team):
         return timeline_peaks(bounds=bounds, blocked=blocked)
     # whole cards only: a MIG slice is not a card of the plan (issue 38)
-    rows = _filtered(Allocation.objects.holding().whole_cards(), filters)
+    rows = _filtered(Allocation.objects.held_during(bounds[0], bounds[-1]).whole_cards(), filters)
     scope = f"plan:{filters.pool or ''}:{filters.gpu_model or ''}:{filters.team or ''}"
     return timeline_peaks(bounds=bounds, blocked=blocked, rows=rows, scope=scope)
 
@@ -512,9 +514,9 @@ def allocation_plan(
     *, filters: DashboardFilters, now: datetime, names: Names | None = None
 ) -> dict[tuple, PlanSeries]:
     """Per (pool slug, model slug): on each of the next 56 local days (:func:`plan_days`, the
-    timeline's) the most cards held at any instant of the day -- by holding allocations, by
-    the occurrences of recurring reservations and by planned maintenance windows, the
-    timeline's and the approval's count (:func:`_held_peaks`) -- with the reservations' and
+    timeline's) the most cards held at any instant of the day -- by allocations (one ended or
+    reclaimed today until its end), by the occurrences of recurring reservations and by planned
+    maintenance windows, the timeline's count (:func:`_held_peaks`) -- with the reservations' and
     maintenance's share of them at that instant, and, apart, the most cards of submitted
     requests asked for at any instant of it (each at its own busiest instant: a request from
     13:00 to 23:00 counts; two that never overlap are not added), and the cards allocations
