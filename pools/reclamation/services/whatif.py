@@ -320,6 +320,18 @@ def _devices_read(
             metrics.close()
 
 
+def _progress(
+    on_progress: Callable[[int], None] | None, step: int, steps: int, reported: int
+) -> int:
+    """Tell ``on_progress`` the per cent of ``step`` of ``steps`` (from :data:`READ_PERCENT` up
+    to 99) when it is at least 5 past the ``reported`` one; the per cent last reported."""
+    percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
+    if on_progress is None or percent < reported + 5:
+        return reported
+    on_progress(percent)
+    return percent
+
+
 def _replay(
     report: WhatIfReport,
     pool: Pool,
@@ -349,18 +361,14 @@ def _replay(
     steps = int((now - start) / timedelta(minutes=step_minutes)) + 1
     reported = 0
     for step in range(steps):
-        percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
-        if on_progress is not None and percent >= reported + 5:
-            reported = percent
-            on_progress(percent)
+        reported = _progress(on_progress, step, steps, reported)
         t = start + step * timedelta(minutes=step_minutes)
         cards = {a.pk: held_at(pieces[a.pk], t) for a in allocations}
         groups = _groups_at(allocations, done, t, window, cards)
-        shared_slurm = pool.scheduler == Scheduler.SLURM and len(groups) > 1
         for members in groups.values():
             group = _group_at(
                 pool, members, by_namespace, hosts, thresholds, t,
-                shared_slurm=shared_slurm, cards=cards,
+                shared_slurm=pool.scheduler == Scheduler.SLURM and len(groups) > 1, cards=cards,
             )  # fmt: skip
             shares = split_group(group, [(a.pk, cards[a.pk]) for a in members])
             for a, share in zip(members, shares, strict=True):
