@@ -391,8 +391,9 @@ def reclamation_what_if(
 ) -> WhatIfReport:
     """What the pool's policy (with ``policy_overrides``) would have done over the last
     ``days``, evaluated every ``step_minutes`` with the cards each allocation held at each step
-    (see the module docstring). Writes nothing. Reads the policy, the allocations, their card
-    changes (one query), the pool's hosts and the exemptions; Prometheus once.
+    (see the module docstring). Writes nothing. Six queries (the policy, the allocations, the
+    inventory's card places, their card changes, the pool's hosts, the exemptions) and one
+    Prometheus read.
     ``on_progress(percent)`` is told :data:`READ_PERCENT` once Prometheus has answered, then up
     to 99 as the steps are replayed."""
     # whole seconds: Prometheus keeps query times to the millisecond, and a window
