@@ -15,6 +15,15 @@ Keys (``source_id``):
   allocation (kept at 0 when there is none); the part inside an allocation of the team and GPU
   model is ``<that key>:alloc<allocation id>`` (:func:`usage_import_slurm`);
 - tokens: ``<idempotency key>:<unit>``.
+
+What covers what (one method per allocation, every card-hour charged once, by that method;
+:mod:`billing.reserved_cover`): an allocation priced by reserved card-hours is charged its
+cards × wall time here (the reservation import); one priced by tokens is charged its tokens
+(:mod:`billing.services.tokens`, the Prometheus vLLM counters) and nothing here. The usage of
+the team's jobs and pods inside either's window and place, within its cards, is ``included``
+(kept, shown, never charged); beyond its cards, outside its window or place, it is ``used``
+(charged at the on-use price), naming the allocation priced on use it ran in, if any
+(:data:`COVERING`, :class:`UsageCatalogue`).
 """
 
 from __future__ import annotations
@@ -164,7 +173,8 @@ def usage_window_check(start: datetime, end: datetime) -> None:
 def usage_import_reservations(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> UsageImport:
-    """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``.
+    """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``
+    (one priced by tokens or on use has no record here: it pays for its tokens or its usage).
 
     Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
     month, with the cards held at each moment (:mod:`pools.reclamation.card_timeline`: a reclamation
@@ -336,6 +346,13 @@ def usage_import_elastic_burst(
 
 # --------------------------------------------------------------------------- Slurm
 
+COVERING = (PricingMethod.RESERVED, PricingMethod.TOKENS)
+"""The pricing methods that pay for an allocation's cards by something other than their usage:
+reserved card-hours (the cards held) and tokens (what its served models process). The usage
+inside such an allocation's window and place, within its cards, is ``included``: kept for
+showback, never charged again as used card-hours (:mod:`billing.reserved_cover`)."""
+
+
 
 class UsageCatalogue:
     """Resolves Slurm accounts to teams and GRES types to GPU models, loaded once per import."""
@@ -396,14 +413,16 @@ class UsageCatalogue:
 
     def _load_reservations(self) -> None:
         """Set ``reserved`` and ``on_use``: ``{(team id, GPU model id): [(starts, ends,
-        allocation id)]}`` of the charged allocations of whole cards priced by reserved
-        card-hours and on use, in start order (each with ``elastic``: it has an elastic
-        policy); and each one's :class:`Place`."""
+        allocation id)]}`` of the charged allocations of whole cards whose own price pays for
+        their cards (:data:`COVERING`: reserved card-hours or tokens; their usage within their
+        cards is ``included``) and of those priced on use, in start order (each with
+        ``elastic``: it has an elastic policy); and each one's :class:`Place`."""
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
         self.on_use: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
-        windows = {PricingMethod.RESERVED: self.reserved, PricingMethod.USED: self.on_use}
+        windows = {method: self.reserved for method in COVERING}
+        windows[PricingMethod.USED] = self.on_use
         self._allocations: dict[int, Allocation] = {}
         self._places: dict[int, Place] = {}
         self._held: dict[tuple, tuple[list[Held], list[Held]]] = {}
@@ -703,8 +722,9 @@ def usage_import_slurm(
     starts, per GRES type: cards × seconds. Each month's piece is cut at the edges of the team's
     allocations of that GPU model in the pool the job ran in — the Slurm pool of ``cluster``
     with the job's partition, or one of the whole cluster (no partition) — never another
-    pool's or cluster's (:mod:`billing.reserved_cover`): its card-seconds inside a
-    reserved allocation and within its cards are ``included`` (not charged again), keyed
+    pool's or cluster's (:mod:`billing.reserved_cover`): its card-seconds inside an
+    allocation priced by reserved card-hours or by tokens (:data:`COVERING`) and within its
+    cards are ``included`` (paid by its reservation or its tokens, not charged again), keyed
     ``<piece key>:alloc<id>``; when the team's jobs of the model in force at a moment hold more
     cards than its reservations then, the jobs started last are beyond them (read from
     accounting beside the window when they ran outside it, :func:`_pieces_beside`, so hourly
