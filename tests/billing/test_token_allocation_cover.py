@@ -173,8 +173,8 @@ def test_a_token_allocation_in_another_namespace_does_not_cover_this_ones_pods(
     UsageRecord.objects.filter(source=UsageSource.KUBERNETES).delete()
     _import_k8s(gpu_pod("s", "inf-01", 2, utc(2026, 10, 5, 10), utc(2026, 10, 5, 15),
                         namespace="nlp-serve"))  # fmt: skip
-    assert [r.basis for r in UsageRecord.objects.filter(source=UsageSource.KUBERNETES,
-                                                        allocation=other)] == ["included"]  # fmt: skip
+    covered = UsageRecord.objects.filter(source=UsageSource.KUBERNETES, allocation=other)
+    assert [(r.basis, r.quantity) for r in covered] == [(ChargeBasis.INCLUDED, Decimal(36000))]
 
 
 def test_slurm_jobs_inside_a_token_allocation_are_included_beyond_its_cards_used(
