@@ -80,6 +80,12 @@ _COMPARED = ("quantity", "period_start", "period_end", "basis", "allocation_id",
              "gpu_model_id", "team_id", "month", "other_reading_start",
              "other_reading_end", "pool_id")  # fmt: skip
 
+COVERING = (PricingMethod.RESERVED, PricingMethod.TOKENS)
+"""The pricing methods that pay for an allocation's cards by something other than their usage:
+reserved card-hours (the cards held) and tokens (what its served models process). The usage
+inside such an allocation's window and place, within its cards, is ``included``: kept for
+showback, never charged again as used card-hours (:mod:`billing.reserved_cover`)."""
+
 
 class AccountingSource(Protocol):
     """What the Slurm importer needs of an adapter (a subset of ``SchedulerAdapter``)."""
@@ -345,13 +351,6 @@ def usage_import_elastic_burst(
 
 
 # --------------------------------------------------------------------------- Slurm
-
-COVERING = (PricingMethod.RESERVED, PricingMethod.TOKENS)
-"""The pricing methods that pay for an allocation's cards by something other than their usage:
-reserved card-hours (the cards held) and tokens (what its served models process). The usage
-inside such an allocation's window and place, within its cards, is ``included``: kept for
-showback, never charged again as used card-hours (:mod:`billing.reserved_cover`)."""
-
 
 
 class UsageCatalogue:
