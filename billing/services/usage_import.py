@@ -260,8 +260,8 @@ def _burst_records(
     burst pool its cards were placed in (basis ``burst-pool``, that pool's card-seconds of the
     ``placed`` timelines by pool id), then the home burst (basis ``burst``: the card-seconds
     above the floor less those placed, never below 0; 0 for an allocation priced on use, whose
-    usage on those cards is its ``used`` records: :func:`usage_import_elastic_burst`); keyed
-    per allocation, pool and month."""
+    usage on those cards is its ``used`` records, or by tokens, whose tokens pay for them:
+    :func:`usage_import_elastic_burst`); keyed per allocation, pool and month."""
 
     def record(seconds: float, basis: str, source_id: str, pool_id: int | None = None):
         return UsageRecord(
@@ -287,7 +287,7 @@ def _burst_records(
         seconds -= pool_seconds
         key = f"burst-pool:{allocation.id}:{pool_id}:{month:%Y-%m}"
         records.append(record(pool_seconds, ChargeBasis.BURST_POOL, key, pool_id))
-    if allocation.pricing_method == PricingMethod.USED:
+    if allocation.pricing_method != PricingMethod.RESERVED:
         seconds = 0.0  # kept at 0, so a month imported before is corrected in place
     key = f"burst:{allocation.id}:{month:%Y-%m}"
     records.append(record(max(0.0, seconds), ChargeBasis.BURST, key))
@@ -319,7 +319,12 @@ def usage_import_elastic_burst(
     idle floor cards do not. Cards it placed in a burst pool keep that pool's price (a rented
     pool is paid for the hours its cards are taken, used or not): the ``burst-pool`` record
     bills them held, and the usage imports include the usage on them in the allocation
-    (:meth:`UsageCatalogue.held`), so those used card-hours are billed once, by that line."""
+    (:meth:`UsageCatalogue.held`), so those used card-hours are billed once, by that line.
+
+    An allocation priced by **tokens** pays for its cards by its tokens, floor and burst alike:
+    its home burst record is kept at 0 too, and the usage on all the cards it holds is
+    ``included`` (:data:`COVERING`); cards it placed in a burst pool keep that pool's price, as
+    for one priced on use."""
     usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
