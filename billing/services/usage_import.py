@@ -447,7 +447,8 @@ class UsageCatalogue:
     def held(
         self, pairs: Iterable[tuple[int, int]], *, scheduler: str, cluster: int | None
     ) -> dict[tuple[int, int], tuple]:
-        """``{(team id, GPU model id): (reserved, on use)}`` for ``pairs``: the
+        """``{(team id, GPU model id): (reserved, on use)}`` for ``pairs`` (``reserved``: those
+        priced by reserved card-hours or tokens, :data:`COVERING`): the
         :class:`~billing.reserved_cover.Held` of the team's allocations of that model in the
         pools of ``scheduler`` in ``cluster`` (:func:`node_cluster_id`'s key: ``None`` for the
         environment's), each with its place's ``where`` (:class:`Place`), in
