@@ -26,7 +26,8 @@ period's burst, priced as the statements price burst (``settings.ELASTIC_SCALE_C
 - An allocation priced on use pays its usage, once: its statement has no home burst line (the
   usage on those cards is its used line, :func:`billing.services.usage_import.
   usage_import_elastic_burst`), so its home burst is priced at 0 (``on_use``, the pages say
-  why); cards it placed in a burst pool keep that pool's price, as its burst-pool line.
+  why); cards it placed in a burst pool keep that pool's price, as its burst-pool line. So
+  does an allocation priced by tokens (``by_tokens``): its tokens pay for its cards at home.
 """
 
 from __future__ import annotations
@@ -131,6 +132,7 @@ class ElasticMoney:
     decisions: dict[int, DecisionMoney] = field(default_factory=dict)
     burst_pools: tuple[BurstPoolMoney, ...] = ()
     on_use: bool = False  # priced on use: home burst at 0, its usage is the used line
+    by_tokens: bool = False  # priced by tokens: home burst at 0, its tokens pay for the cards
 
     @property
     def burst_amount_text(self) -> str | None:
@@ -211,13 +213,14 @@ class _Prices:
 
 def _prices(period, allocation, pool_ids, pools: dict[int, tuple[str, str]]) -> _Prices:
     """The home burst price (reserved when the card has none; 0 for an allocation priced on
-    use, which pays its usage on those cards instead) and each burst pool's price for the
-    allocation's GPU model, with the first reason one of them is unknown."""
+    use or by tokens, which pays its usage or its tokens on those cards instead) and each burst
+    pool's price for the allocation's GPU model, with the first reason one of them is
+    unknown."""
     if period is None or period.card_id is None:
         return _Prices(None, {}, None, "no rate card is in force now")
     model_id, model = allocation.gpu_model_id, allocation.gpu_model.name
     home = price_for(period, RateKind.GPU_BURST, model_id, "")
-    if allocation.pricing_method == PricingMethod.USED:
+    if allocation.pricing_method != PricingMethod.RESERVED:
         home = Decimal(0)
     by_pool = {
         pool_id: price_for(period, RateKind.POOL_BURST, model_id, "", pool_id)
@@ -321,6 +324,7 @@ def _one(policy, events, before, *, start, now, period, pools) -> ElasticMoney:
             for pool_id in sorted(placed)
         ),
         on_use=allocation.pricing_method == PricingMethod.USED,
+        by_tokens=allocation.pricing_method == PricingMethod.TOKENS,
     )  # fmt: skip
 
 

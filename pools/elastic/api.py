@@ -70,11 +70,11 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         """``since``/``until``, ``burst_card_hours`` held above the floor and
         ``released_card_hours`` by down decisions (3 decimals, half-up), their ``burst_amount`` /
         ``released_amount`` (minor unit, strings) in ``currency`` at ``price_per_card_hour``
-        (the rate card's burst price today; 0 for an allocation priced on use, whose usage on
-        those cards is its statement's used line) — ``null`` when unpriced, with ``reason``; of the
-        burst card-hours, those placed in each burst pool (``burst_pools``: ``pool`` slug,
-        ``card_hours``, that pool's ``price_per_card_hour``, issue 35), priced at it in the
-        amounts; ``null`` when no pricing hook is configured."""
+        (the rate card's burst price today; 0 for an allocation priced on use or by tokens,
+        whose usage or tokens on those cards are its statement's lines) — ``null`` when
+        unpriced, with ``reason``; of the burst card-hours, those placed in each burst pool
+        (``burst_pools``: ``pool`` slug, ``card_hours``, that pool's ``price_per_card_hour``,
+        issue 35), priced at it in the amounts; ``null`` when no pricing hook is configured."""
         money = _scale_money(self.context, [obj])
         m = money.get(obj.pk) if money else None
         if m is None:

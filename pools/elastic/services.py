@@ -204,7 +204,8 @@ def elastic_policy_create(*, allocation: Allocation, actor: Any, **fields: Any) 
     Any pricing method may be elastic: billing charges each card taken once either way
     (:func:`billing.services.usage_import.usage_import_elastic_burst`) — reserved, the cards
     above the floor as burst and the usage on them included; on use, the usage on them as used
-    and no home burst; cards placed in a burst pool at that pool's price, the usage on them
+    and no home burst; by tokens, the tokens, the usage on every card it holds included and no
+    home burst; cards placed in a burst pool at that pool's price, the usage on them
     included — so there is nothing to refuse for it."""
     _require_manager_or_admin(actor, allocation)
     unknown = set(fields) - set(EDITABLE_FIELDS)
