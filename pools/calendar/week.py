@@ -148,9 +148,10 @@ def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
     today: today's hours before 06:00), and the hours before a reclamation changed an
     allocation's cards count the cards it held then
     (:func:`pools.capacity.selectors.intervals_as_held`). From now on the count is the
-    approval's (an ended allocation's end is never after now). Five queries (the generation, the allocations, the recurring rules, the maintenance windows,
-    the allocations a reclamation changed in the span; one more when there are any), whatever
-    the number of days or allocations."""
+    approval's (an ended allocation's end is never after now). Five queries (the generation,
+    the allocations, the recurring rules, the maintenance windows, the allocations a
+    reclamation changed in the span; one more when there are any), whatever the number of days
+    or allocations."""
     generation = inventory_generation()
     span = {"pool": pool, "gpu_model": gpu_model, "start": bounds[0], "end": bounds[-1]}
     intervals = intervals_as_held(held_intervals(**span), held_allocations(**span), since=bounds[0])

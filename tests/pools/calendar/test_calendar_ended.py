@@ -50,7 +50,8 @@ def day(team, other_member, infer_pool, l40s, pool_admin):
 
     def allocate(owner, cards, start, end):
         return AllocationFactory(team=owner, pool=infer_pool, gpu_model=l40s, card_count=cards,
-                                 starts_at=start, ends_at=end, status=AllocationStatus.ACTIVE)  # fmt: skip
+                                 starts_at=start, ends_at=end,
+                                 status=AllocationStatus.ACTIVE)  # fmt: skip
 
     nlp = allocate(team, 4, at(0, 0), at(2, 0))
     finding = IdleFindingFactory(allocation=nlp, state=IdleFindingState.OPEN,
