@@ -40,17 +40,18 @@ TOKEN_UNITS = (
 
 
 class ChargeBasis(models.TextChoices):
-    """How a usage record is charged. The first three are the allocation's pricing methods;
-    ``included`` is GPU time used inside a reserved allocation's window and pool, within its cards
-    (:mod:`billing.reserved_cover`), already paid by the reservation (kept for showback, never
-    charged again)."""
+    """How a usage record is charged. ``reserved``, ``used`` and ``tokens`` are the allocation's
+    pricing methods; ``included`` is GPU time used inside the window and place of an allocation
+    whose own price pays for its cards — reserved card-hours or tokens — within its cards
+    (:mod:`billing.reserved_cover`): already paid by that allocation's reserved card-hours or
+    tokens, kept for showback, never charged again."""
 
     RESERVED = "reserved", "Reserved card-hours"
     # Cards an elastic allocation held above its guaranteed floor (pools/elastic/).
     BURST = "burst", "Burst card-hours (elastic)"
     USED = "used", "Used card-hours"
     TOKENS = "tokens", "Tokens"
-    INCLUDED = "included", "Used within a reservation (not charged)"
+    INCLUDED = "included", "Used within an allocation's own pricing (not charged)"
     # Tokens of a response a gateway cache replayed: no GPU computed them. Priced or not by the
     # rate card's ``replayed_tokens_charged``.
     REPLAYED = "replayed", "Replayed from a gateway cache (no GPU)"

@@ -150,10 +150,11 @@ class UsageRecord(models.Model):
     job's record is replaced in place when it is metered again. ``quantity`` is never negative;
     a record with an unusable interval (clock skew) is kept at 0 with ``flag`` set for review.
     ``basis`` is fixed at import: reserved (an allocation's wall time), used (GPU time outside
-    what the team's reserved allocations cover), tokens, or included (GPU time a reserved
-    allocation covers: inside its window and pool, within its cards; not charged).
+    what the team's allocations priced by reserved card-hours or tokens cover), tokens, or
+    included (GPU time such an allocation covers: inside its window and place, within its
+    cards; paid by its reserved card-hours or its tokens, not charged again).
     ``allocation`` names the allocation a record belongs to: a reserved or burst record's own,
-    included usage's reservation, or used usage's allocation priced on use (charged, and
+    included usage's covering allocation, or used usage's allocation priced on use (charged, and
     inside that allocation's held time for the idle cost; both matched by
     :mod:`billing.reserved_cover`: Slurm jobs cut at the allocations' edges, Kubernetes usage
     per step); a used record without one ran in no allocation.

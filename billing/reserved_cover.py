@@ -1,11 +1,19 @@
 """Which of a team's card-seconds of one GPU model its allocations cover (pure).
 
+Every card-hour is charged once, by the pricing method of the allocation it ran in. A
+*reservation* below is any allocation whose own price pays for its cards whatever runs on
+them: priced by reserved card-hours (the cards held) or by **tokens** (what its served models
+process; :data:`billing.services.usage_import.COVERING`). Both cover the same way: the usage
+within their cards is ``included``, so a token-priced allocation's pods and jobs are not
+charged as used card-hours beside its tokens; beyond its cards they are, as beyond a
+reservation's.
+
 One rule for every usage import (Slurm jobs, :mod:`billing.services.usage_import`; Kubernetes
 steps, :mod:`billing.services.prometheus_import`): a *use* (one job's cards of one GPU model
 over ``[start, end)``, or one node's cards of a namespace over one step) is cut at the edges of
 the team's allocations of that model **in the pool it ran in**, and at each moment:
 
-- the reserved allocations in force (each from its start taken to the whole second, as Slurm
+- the reservations in force (each from its start taken to the whole second, as Slurm
   keeps whole seconds, until its end: the caller's :class:`Held`) cover at most their cards
   together (the cards each holds at that moment: an elastic one's burst cards, billed as
   held, cover too; those it placed in a burst pool cover usage in that pool's place): the

@@ -216,12 +216,19 @@ def held_card_hours(
     cards held at each moment; ``changes`` from
     :func:`pools.reclamation.card_timeline.card_changes`. MIG slices count their share of a
     card (:attr:`pools.capacity.models.Allocation.card_share`)."""
+    return card_seconds_hours(held_card_seconds(allocation, start, end, changes))
+
+
+def held_card_seconds(
+    allocation: Allocation, start: datetime, end: datetime, changes: Iterable = ()
+) -> Decimal:
+    """:func:`held_card_hours` in card-seconds, as the reservation import counts them."""
     total = Decimal(0)
     for piece in card_pieces(allocation, changes):
         if (span := clip(piece.start, piece.end, start, end)) is not None:
             total += Decimal(piece.cards) * Decimal((span[1] - span[0]).total_seconds())
     share = allocation.card_share
-    return card_seconds_hours(total * share.numerator / share.denominator)
+    return total * share.numerator / share.denominator
 
 
 @dataclass(frozen=True)
@@ -321,14 +328,19 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
       ``period_end``; without one, its start in the month: it began after the last import) to
       the earlier of its window's end and the month's end — not from ``now``, which between
       two hourly imports would skip the time since the last one (or, for an import whose clock
-      ran ahead, count it twice) — at the rate card's reserved price in force now
+      ran ahead, count it twice) — with the cards it held at each moment as the import counts
+      them (:func:`held_card_seconds`: a reclamation's shrink at 06:00 after an import at 05:00
+      counts the cards before it until 06:00, those kept after; MIG slices their share of a
+      card), so the hours ahead are at the cards it holds now, at the rate card's reserved
+      price in force now
       (:func:`billing.rate_periods.price_for`),
       priced with the reserved line of that model and price they will join, rounded half-up
       to the currency's minor unit once (:func:`_reserved_ahead_amount`: the forecast does not
       move by a cent from one hourly import to the next). Burst ahead is not forecast (it
       depends on traffic).
 
-    Three queries plus the statement path's; ``{}`` for no teams."""
+    Four queries plus the statement path's (one of them the allocations' reclamations and
+    undos); ``{}`` for no teams."""
     if not team_ids:
         return {}
     zone = billing_zone()
@@ -343,7 +355,7 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
     imported = UsageRecord.objects.filter(
         source=UsageSource.RESERVATION, allocation_id=OuterRef("pk"), month=month
     ).order_by("-period_end")
-    allocations = (
+    allocations = list(
         Allocation.objects.filter(
             team_id__in=team_ids,
             pricing_method=PricingMethod.RESERVED,
@@ -353,11 +365,12 @@ def teams_cost_so_far(*, team_ids: list[int], now: datetime) -> dict[int, CostSo
         .annotate(imported_to=Subquery(imported.values("period_end")[:1]))
         .select_related("gpu_model")
     )
+    changes = card_changes(a.pk for a in allocations)
     for a in allocations:
         span = clip(a.starts_at, a.ends_at, a.imported_to or month_start, month_end)
         if span is None:
             continue
-        seconds = Decimal(a.card_count) * Decimal(int((span[1] - span[0]).total_seconds()))
+        seconds = held_card_seconds(a, *span, changes.get(a.pk, ()))
         key = (a.team_id, a.gpu_model_id)
         ahead[key] = ahead.get(key, Decimal(0)) + seconds
         names[a.gpu_model_id] = a.gpu_model.name

@@ -19,9 +19,9 @@ where ``where`` is ``alloc<id>`` for the card-seconds of the steps inside an all
 team and GPU model in a Kubernetes pool of the node's cluster whose namespace (its scheduler
 binding's, else ``team-<slug>``) is the series' — never one in another cluster's pool or a
 Slurm pool (matched per step by the Slurm import's rule, :mod:`billing.reserved_cover`:
-``included`` in a reserved one, within its cards — the team's cards of the model at a step
-beyond them, on the nodes last in (cluster, namespace, node) name order, are not — and
-``used`` — charged — in one priced on use) and ``used`` for the rest:
+``included`` in one priced by reserved card-hours or by tokens, within its cards — the team's
+cards of the model at a step beyond them, on the nodes last in (cluster, namespace, node) name
+order, are not — and ``used`` — charged — in one priced on use) and ``used`` for the rest:
 
 - series: ``kube_pod_container_resource_requests{resource="nvidia_com_gpu",node!=""}``
   (kube-state-metrics; ``node!=""`` keeps scheduled pods only, pending pods hold no card),

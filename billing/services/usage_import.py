@@ -15,6 +15,15 @@ Keys (``source_id``):
   allocation (kept at 0 when there is none); the part inside an allocation of the team and GPU
   model is ``<that key>:alloc<allocation id>`` (:func:`usage_import_slurm`);
 - tokens: ``<idempotency key>:<unit>``.
+
+What covers what (one method per allocation, every card-hour charged once, by that method;
+:mod:`billing.reserved_cover`): an allocation priced by reserved card-hours is charged its
+cards × wall time here (the reservation import); one priced by tokens is charged its tokens
+(:mod:`billing.services.tokens`, the Prometheus vLLM counters) and nothing here. The usage of
+the team's jobs and pods inside either's window and place, within its cards, is ``included``
+(kept, shown, never charged); beyond its cards, outside its window or place, it is ``used``
+(charged at the on-use price), naming the allocation priced on use it ran in, if any
+(:data:`COVERING`, :class:`UsageCatalogue`).
 """
 
 from __future__ import annotations
@@ -70,6 +79,12 @@ from scheduler_adapters.records import JobRecord
 _COMPARED = ("quantity", "period_start", "period_end", "basis", "allocation_id", "flag",
              "gpu_model_id", "team_id", "month", "other_reading_start",
              "other_reading_end", "pool_id")  # fmt: skip
+
+COVERING = (PricingMethod.RESERVED, PricingMethod.TOKENS)
+"""The pricing methods that pay for an allocation's cards by something other than their usage:
+reserved card-hours (the cards held) and tokens (what its served models process). The usage
+inside such an allocation's window and place, within its cards, is ``included``: kept for
+showback, never charged again as used card-hours (:mod:`billing.reserved_cover`)."""
 
 
 class AccountingSource(Protocol):
@@ -164,7 +179,8 @@ def usage_window_check(start: datetime, end: datetime) -> None:
 def usage_import_reservations(
     *, start: datetime, end: datetime, now: datetime | None = None
 ) -> UsageImport:
-    """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``.
+    """Card-seconds of every allocation priced "reserved" for each month of ``[start, end)``
+    (one priced by tokens or on use has no record here: it pays for its tokens or its usage).
 
     Quantity per month = cards × seconds of ``[allocation start, min(end, now))`` inside the
     month, with the cards held at each moment (:mod:`pools.reclamation.card_timeline`: a reclamation
@@ -244,8 +260,8 @@ def _burst_records(
     burst pool its cards were placed in (basis ``burst-pool``, that pool's card-seconds of the
     ``placed`` timelines by pool id), then the home burst (basis ``burst``: the card-seconds
     above the floor less those placed, never below 0; 0 for an allocation priced on use, whose
-    usage on those cards is its ``used`` records: :func:`usage_import_elastic_burst`); keyed
-    per allocation, pool and month."""
+    usage on those cards is its ``used`` records, or by tokens, whose tokens pay for them:
+    :func:`usage_import_elastic_burst`); keyed per allocation, pool and month."""
 
     def record(seconds: float, basis: str, source_id: str, pool_id: int | None = None):
         return UsageRecord(
@@ -271,7 +287,7 @@ def _burst_records(
         seconds -= pool_seconds
         key = f"burst-pool:{allocation.id}:{pool_id}:{month:%Y-%m}"
         records.append(record(pool_seconds, ChargeBasis.BURST_POOL, key, pool_id))
-    if allocation.pricing_method == PricingMethod.USED:
+    if allocation.pricing_method != PricingMethod.RESERVED:
         seconds = 0.0  # kept at 0, so a month imported before is corrected in place
     key = f"burst:{allocation.id}:{month:%Y-%m}"
     records.append(record(max(0.0, seconds), ChargeBasis.BURST, key))
@@ -303,7 +319,12 @@ def usage_import_elastic_burst(
     idle floor cards do not. Cards it placed in a burst pool keep that pool's price (a rented
     pool is paid for the hours its cards are taken, used or not): the ``burst-pool`` record
     bills them held, and the usage imports include the usage on them in the allocation
-    (:meth:`UsageCatalogue.held`), so those used card-hours are billed once, by that line."""
+    (:meth:`UsageCatalogue.held`), so those used card-hours are billed once, by that line.
+
+    An allocation priced by **tokens** pays for its cards by its tokens, floor and burst alike:
+    its home burst record is kept at 0 too, and the usage on all the cards it holds is
+    ``included`` (:data:`COVERING`); cards it placed in a burst pool keep that pool's price, as
+    for one priced on use."""
     usage_window_check(start, end)
     now = now or timezone.now()
     zone = billing_zone()
@@ -396,14 +417,16 @@ class UsageCatalogue:
 
     def _load_reservations(self) -> None:
         """Set ``reserved`` and ``on_use``: ``{(team id, GPU model id): [(starts, ends,
-        allocation id)]}`` of the charged allocations of whole cards priced by reserved
-        card-hours and on use, in start order (each with ``elastic``: it has an elastic
-        policy); and each one's :class:`Place`."""
+        allocation id)]}`` of the charged allocations of whole cards whose own price pays for
+        their cards (:data:`COVERING`: reserved card-hours or tokens; their usage within their
+        cards is ``included``) and of those priced on use, in start order (each with
+        ``elastic``: it has an elastic policy); and each one's :class:`Place`."""
         self.reserved: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(
             list
         )
         self.on_use: dict[tuple[int, int], list[tuple[datetime, datetime, int]]] = defaultdict(list)
-        windows = {PricingMethod.RESERVED: self.reserved, PricingMethod.USED: self.on_use}
+        windows = {method: self.reserved for method in COVERING}
+        windows[PricingMethod.USED] = self.on_use
         self._allocations: dict[int, Allocation] = {}
         self._places: dict[int, Place] = {}
         self._held: dict[tuple, tuple[list[Held], list[Held]]] = {}
@@ -424,7 +447,8 @@ class UsageCatalogue:
     def held(
         self, pairs: Iterable[tuple[int, int]], *, scheduler: str, cluster: int | None
     ) -> dict[tuple[int, int], tuple]:
-        """``{(team id, GPU model id): (reserved, on use)}`` for ``pairs``: the
+        """``{(team id, GPU model id): (reserved, on use)}`` for ``pairs`` (``reserved``: those
+        priced by reserved card-hours or tokens, :data:`COVERING`): the
         :class:`~billing.reserved_cover.Held` of the team's allocations of that model in the
         pools of ``scheduler`` in ``cluster`` (:func:`node_cluster_id`'s key: ``None`` for the
         environment's), each with its place's ``where`` (:class:`Place`), in
@@ -703,8 +727,9 @@ def usage_import_slurm(
     starts, per GRES type: cards × seconds. Each month's piece is cut at the edges of the team's
     allocations of that GPU model in the pool the job ran in — the Slurm pool of ``cluster``
     with the job's partition, or one of the whole cluster (no partition) — never another
-    pool's or cluster's (:mod:`billing.reserved_cover`): its card-seconds inside a
-    reserved allocation and within its cards are ``included`` (not charged again), keyed
+    pool's or cluster's (:mod:`billing.reserved_cover`): its card-seconds inside an
+    allocation priced by reserved card-hours or by tokens (:data:`COVERING`) and within its
+    cards are ``included`` (paid by its reservation or its tokens, not charged again), keyed
     ``<piece key>:alloc<id>``; when the team's jobs of the model in force at a moment hold more
     cards than its reservations then, the jobs started last are beyond them (read from
     accounting beside the window when they ran outside it, :func:`_pieces_beside`, so hourly

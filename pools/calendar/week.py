@@ -1,9 +1,10 @@
 """The week view of a pool × GPU model's capacity calendar (issue 32 item 2): per local day the
 cards free over the whole day, as the request form counts them
 (:func:`pools.capacity.availability.pool_free_cards`: usable − the peak held, so the minimum
-free over the day), and what holds cards that week — holding allocations and the occurrences of
-active recurring reservations — or takes them away: planned maintenance windows, which the free
-count already leaves out (:func:`maintenance_holds`).
+free over the day), and what holds cards that week — holding allocations (and those ended or
+reclaimed, up to their end) and the occurrences of active recurring reservations — or takes them
+away: planned maintenance windows, which the free count already leaves out
+(:func:`maintenance_holds`).
 
 Days are local days of the portal's zone (``TIME_ZONE``), so a day over a change of summer time
 has 23 or 25 hours. Weeks are ISO weeks (Monday first), named ``YYYY-Www``.
@@ -19,11 +20,11 @@ from itertools import pairwise
 from django.utils import timezone
 
 from pools.capacity.arithmetic import peaks_per_span
-from pools.capacity.availability import holding_intervals, pool_free_cards
+from pools.capacity.availability import held_intervals, pool_free_cards
 from pools.capacity.selectors import intervals_as_held
 from pools.capacity.window import (
     WindowHolds,
-    holding_allocations,
+    held_allocations,
     maintenance_windows_by_pool_model,
 )
 from pools.inventory.selectors import inventory_generation
@@ -89,9 +90,11 @@ def local_midnight(day: date) -> datetime:
 def week_holds(
     *, pool, gpu_model, start, end, team_names: dict[int, str] | None = None
 ) -> list[Hold]:
-    """Holding allocations of whole cards and recurring occurrences of the pool × model
-    overlapping ``[start, end)``, by start; a team not in ``team_names`` (those the reader
-    may see) reads :data:`OTHER_TEAMS`, its holds marked ``other_team``. Two queries."""
+    """Allocations of whole cards of the pool × model that held cards in ``[start, end)``
+    (:func:`pools.capacity.window.held_allocations`: holding ones, and those ended or reclaimed
+    up to their end, as :func:`free_per_day` counts them) and recurring occurrences there, by
+    start; a team not in ``team_names`` (those the reader may see) reads :data:`OTHER_TEAMS`,
+    its holds marked ``other_team``. Two queries."""
     team_names = team_names or {}
     holds = [
         Hold(
@@ -104,7 +107,7 @@ def week_holds(
             a.workload_class.name if a.workload_class else "",
             a.team_id not in team_names,
         )
-        for a in holding_allocations(
+        for a in held_allocations(
             pool=pool, gpu_model=gpu_model, start=start, end=end
         ).select_related("workload_class")
     ]
@@ -137,20 +140,21 @@ def maintenance_holds(*, pool, gpu_model, start, end) -> list[Hold]:
 
 def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
     """Free cards over each day ``[bounds[i], bounds[i + 1])``:
-    :func:`pool_free_cards` of the day, given the day's peak of what holds cards over the whole
-    span (:func:`holding_intervals`, read once; each day's peak by
+    :func:`pool_free_cards` of the day, given the day's peak of what held cards over the whole
+    span (:func:`held_intervals`, read once; each day's peak by
     :func:`pools.capacity.arithmetic.peaks_per_span`, as the capacity timeline finds it) and the
-    inventory generation it is read at. The hours before a reclamation changed an allocation's
-    cards count the cards it held then, as the timeline does
-    (:func:`pools.capacity.selectors.intervals_as_held`): a past day is what was held that day.
-    Five queries (the generation, the allocations, the recurring rules, the maintenance windows,
-    the allocations a reclamation changed in the span; one more when there are any), whatever
-    the number of days or allocations."""
+    inventory generation it is read at. A past day is what was held that day, as the timeline
+    counts it: an allocation ended or reclaimed early counts its cards until its end (at 06:00
+    today: today's hours before 06:00), and the hours before a reclamation changed an
+    allocation's cards count the cards it held then
+    (:func:`pools.capacity.selectors.intervals_as_held`). From now on the count is the
+    approval's (an ended allocation's end is never after now). Five queries (the generation,
+    the allocations, the recurring rules, the maintenance windows, the allocations a
+    reclamation changed in the span; one more when there are any), whatever the number of days
+    or allocations."""
     generation = inventory_generation()
     span = {"pool": pool, "gpu_model": gpu_model, "start": bounds[0], "end": bounds[-1]}
-    intervals = intervals_as_held(
-        holding_intervals(**span), holding_allocations(**span), since=bounds[0]
-    )
+    intervals = intervals_as_held(held_intervals(**span), held_allocations(**span), since=bounds[0])
     free = []
     for (start, end), (peak, _) in zip(
         pairwise(bounds), peaks_per_span(intervals, bounds), strict=True

@@ -23,6 +23,7 @@ from pools.capacity.node_kinds import pool_nodes
 from pools.capacity.placement import AwayNode
 from pools.capacity.window import (
     WindowHolds,
+    held_allocations,
     holding_allocations,
     maintenance_away_nodes,
     maintenance_intervals,
@@ -104,6 +105,30 @@ def holding_intervals(
     held = list(qs.values_list("starts_at", "ends_at", "card_count"))
     if profile:
         return held + maintenance_slice_intervals(pool, gpu_model, profile, start, end)
+    return _with_blocked(held, pool, gpu_model, start, end)
+
+
+def held_intervals(
+    *, pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, int]]:
+    """:func:`holding_intervals` (whole cards) with the allocations that held cards at some
+    instant of ``[start, end)`` instead of those holding them now
+    (:func:`pools.capacity.window.held_allocations`): one ended or reclaimed at 06:00 today
+    counts its ``card_count`` until 06:00, as ``/timeline/`` counts it. For what the past held
+    (the capacity calendar's free cards per day); an approval asks about the future, where an
+    ended allocation's cards are free, and reads :func:`holding_intervals`. An ended
+    allocation's ``ends_at`` is when it ended, never after now, so the hours from now on count
+    what :func:`holding_intervals` counts. Three queries."""
+    rows = held_allocations(pool=pool, gpu_model=gpu_model, start=start, end=end)
+    held = list(rows.values_list("starts_at", "ends_at", "card_count"))
+    return _with_blocked(held, pool, gpu_model, start, end)
+
+
+def _with_blocked(
+    held: list, pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime
+) -> list[tuple[datetime, datetime, int]]:
+    """``held`` and what else holds or takes away whole cards of the pool × model in ``[start,
+    end)``: recurring occurrences and planned maintenance windows. Two queries."""
     return (
         held
         + recurring_intervals(pool, gpu_model, start, end)

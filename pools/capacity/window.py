@@ -98,6 +98,17 @@ def holding_allocations(
     return qs.exclude(pk=exclude_allocation) if exclude_allocation else qs
 
 
+def held_allocations(*, pool: Pool, gpu_model: GpuModel, start: datetime, end: datetime):
+    """Allocations of whole cards of ``pool`` × ``gpu_model`` that held cards at some instant of
+    ``[start, end)`` (:meth:`pools.capacity.models.AllocationQuerySet.held_during`): the holding
+    ones and those ended or reclaimed, up to their end. What a past hour held, not what the card
+    count of a new window counts (:func:`holding_allocations`: an ended allocation's cards are
+    free for the future)."""
+    return Allocation.objects.held_during(start, end).filter(
+        pool=pool, gpu_model=gpu_model, mig_profile=""
+    )
+
+
 def window_holds(
     *,
     pool: Pool,

@@ -70,11 +70,11 @@ class ElasticPolicySerializer(serializers.ModelSerializer):
         """``since``/``until``, ``burst_card_hours`` held above the floor and
         ``released_card_hours`` by down decisions (3 decimals, half-up), their ``burst_amount`` /
         ``released_amount`` (minor unit, strings) in ``currency`` at ``price_per_card_hour``
-        (the rate card's burst price today; 0 for an allocation priced on use, whose usage on
-        those cards is its statement's used line) — ``null`` when unpriced, with ``reason``; of the
-        burst card-hours, those placed in each burst pool (``burst_pools``: ``pool`` slug,
-        ``card_hours``, that pool's ``price_per_card_hour``, issue 35), priced at it in the
-        amounts; ``null`` when no pricing hook is configured."""
+        (the rate card's burst price today; 0 for an allocation priced on use or by tokens,
+        whose usage or tokens on those cards are its statement's lines) — ``null`` when
+        unpriced, with ``reason``; of the burst card-hours, those placed in each burst pool
+        (``burst_pools``: ``pool`` slug, ``card_hours``, that pool's ``price_per_card_hour``,
+        issue 35), priced at it in the amounts; ``null`` when no pricing hook is configured."""
         money = _scale_money(self.context, [obj])
         m = money.get(obj.pk) if money else None
         if m is None:
@@ -180,7 +180,9 @@ class ElasticWhatIfSerializer(QueuedRunSerializer):
     """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
     ``progress`` (per cent), ``days`` and ``source`` asked; once done ``result`` (``source``
     used, ``samples``, ``start``/``end``, ``covered_hours``, ``short``, the totals, the
-    ``timeline`` ``[[unix s, cards], ...]`` and ``burst``); once failed ``error`` and
+    ``timeline`` ``[[unix s, cards], ...]`` and ``burst``: the load with and without the burst
+    pool, the home card-hours priced by the allocation's method, ``home_price_basis``
+    ``gpu-burst``, ``gpu-used`` or ``tokens``, with ``home_price_label``); once failed ``error`` and
     ``error_code`` (``unavailable``: no history source; ``prometheus_unavailable``;
     ``internal``)."""
 

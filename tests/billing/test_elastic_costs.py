@@ -319,3 +319,19 @@ def test_an_allocation_priced_on_use_pays_no_home_burst(spilling, rented_card, a
     page = " ".join(admin_page.get(f"/elastic/{spilling.pk}/").content.decode().split())
     assert "Priced on use: cards borrowed at home cost nothing as burst" in page
     assert "at 0 for cards at home (priced on use" in page
+
+
+def test_an_allocation_priced_by_tokens_pays_no_home_burst(spilling, rented_card, admin_page):
+    """The same scaling priced by tokens: its tokens pay for its cards at home, so, as for one
+    priced on use, the 18 home card-hours above the floor cost 0 here and the 10 in Rented keep
+    its price, 29.00 EUR (before: 173.00, the first test's)."""
+    spilling.allocation.pricing_method = PricingMethod.TOKENS
+    spilling.allocation.save()
+    money = elastic_scale_costs(policies=[spilling], start=T0 - timedelta(days=7), now=NOW).get(
+        spilling.pk
+    )
+    assert (money.by_tokens, money.on_use, money.price_per_card_hour) == (True, False, Decimal(0))
+    assert (money.burst_card_hours, money.burst_amount) == (Decimal(28), Decimal("29.00"))
+    page = " ".join(admin_page.get(f"/elastic/{spilling.pk}/").content.decode().split())
+    assert "Priced by tokens: cards borrowed at home cost nothing as burst" in page
+    assert "at 0 for cards at home (priced by tokens" in page

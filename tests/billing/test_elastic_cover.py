@@ -313,3 +313,15 @@ def test_an_on_use_slurm_job_on_the_burst_cards_is_billed_once(team, train_pool,
     assert [(r.basis, r.allocation_id, r.quantity) for r in rows] == [
         (ChargeBasis.USED, o.pk, Decimal(28800))
     ]
+
+
+def test_a_token_allocations_burst_cards_are_paid_by_its_tokens(team, infer_pool, l40s, rates):
+    """Elastic T priced by tokens: floor 2 L40S, 4 from 10:00 to 12:00; pod p on 4 L40S of
+    ``inf-01`` 10:00 → 12:00: 4 × 2 = 8 card-h (28,800 card-s), all on cards T held then,
+    included in T. Its tokens pay for its cards, floor and burst alike (no tokens posted here):
+    the home burst, (4 − 2) × 2 = 4 card-h, is kept at 0, as for one priced on use. Total 0.00
+    (before: burst 4 × 8.00 = 32.00 and the pod's 8 card-h used × 8.00 = 64.00: 96.00)."""
+    t = elastic(team, infer_pool, l40s, [(TEN, 4, 0), (NOON, 2, 0)], pricing=PricingMethod.TOKENS)
+    assert billed(team, [gpu_pod("p", "inf-01", 4, TEN, NOON)]) == ([], Decimal("0.00"))
+    assert k8s_parts() == {(ChargeBasis.INCLUDED, t.pk): Decimal(28800)}
+    assert burst_quantities(t) == {f"burst:{t.pk}:2026-10": Decimal(0)}

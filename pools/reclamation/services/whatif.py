@@ -10,9 +10,12 @@ the policy's thresholds (optionally overridden), grouped and mapped to series ex
 closes on a busy step, and waits on an unknown one (unknown never counts as idle); it "reclaims"
 at the first step at or after first idle + grace where the cards are certainly idle and no
 exemption covers it. The grace is counted from the first idle step (as in dry run: a live
-policy warns at that same scan). Limits of a replay: the cooldown is not applied (the
-allocation's past change times are not kept), and card counts are the allocation's current
-ones.
+policy warns at that same scan). Each step counts the cards each allocation held at that moment
+(:func:`pools.reclamation.card_timeline.card_pieces`, from its reclamations and undos, as billing
+charges them): one shrunk from 4 cards to 1 at 06:00 is replayed with 4 before 06:00 and 1
+after, and one that held none then (ended by a reclamation, later undone) is not evaluated.
+The card-hours a reclaim would have freed follow the same pieces. Limit of a replay: the
+cooldown is not applied.
 
 A page or the API never runs it in the request: :func:`reclamation_whatif_queue` stores a
 :class:`~pools.reclamation.models.ReclamationWhatIf` and a task runs
@@ -48,6 +51,7 @@ from pools.jobs.runs import (
     queued_run_execute,
     queued_runs_sweep,
 )
+from pools.reclamation.card_timeline import CardPiece, allocations_card_pieces
 from pools.reclamation.evaluate import (
     AllocationShare,
     GroupEvaluation,
@@ -80,10 +84,12 @@ READ_PERCENT = 40  # a queued what-if once Prometheus answered; the steps fill t
 
 @dataclass
 class WhatIfRow:
-    """One allocation: ``first_idle`` (the first step a finding would have opened),
-    ``would_reclaim_at`` (``None``: never), ``cards_reclaimed`` and ``card_hours_freed``
-    (cards x hours from the reclaim to the allocation's end or ``now``, whichever first, a
-    ``Decimal`` to :data:`pools.web.numbers.CARD_HOUR_PLACES` places, half-up)."""
+    """One allocation: ``card_count`` its cards now, ``first_idle`` (the first step a finding
+    would have opened), ``would_reclaim_at`` (``None``: never), ``cards_reclaimed`` (of the
+    cards it held at that step, which a later reclamation may have lowered since) and
+    ``card_hours_freed`` (the cards held above those kept × hours, from the reclaim to the
+    allocation's end or ``now``, whichever first, a ``Decimal`` to
+    :data:`pools.web.numbers.CARD_HOUR_PLACES` places, half-up)."""
 
     allocation: Allocation
     team: str
@@ -164,14 +170,38 @@ def _exempt_at(exemptions: list[Exemption], allocation: Allocation, t: datetime)
     )
 
 
+def held_at(pieces: list[CardPiece], t: datetime) -> int:
+    """The cards held at ``t`` by an allocation whose :func:`~pools.reclamation.card_timeline.
+    card_pieces` are ``pieces``; 0 outside its window."""
+    return next((p.cards for p in pieces if p.start <= t < p.end), 0)
+
+
+def _freed_card_hours(pieces: list[CardPiece], keep: int, start: datetime, end: datetime):
+    """Card-hours of the cards held above ``keep`` over ``[start, end)``, piece by piece: a
+    reclaim to 0 cards at 03:00 of one shrunk from 4 to 1 at 06:00 and ending at 08:00 frees
+    4 × 3 + 1 × 2 = 14, not 4 × 5."""
+    return sum(
+        (
+            card_hours(max(p.cards - keep, 0), max(p.start, start), min(p.end, end))
+            for p in pieces
+            if p.start < end and p.end > start
+        ),
+        Decimal(0),
+    )
+
+
 def _groups_at(
-    allocations: list[Allocation], done: set[int], t: datetime, window: timedelta
+    allocations: list[Allocation],
+    done: set[int],
+    t: datetime,
+    window: timedelta,
+    cards: dict[int, int],
 ) -> dict[int, list[Allocation]]:
     """Per team, the allocations not yet reclaimed that held a whole window by ``t`` and still
-    run at ``t``."""
+    run at ``t``, holding cards then (``cards``: by id, those held at ``t``)."""
     groups: dict[int, list[Allocation]] = defaultdict(list)
     for a in allocations:
-        if a.pk not in done and a.starts_at <= t - window and t < a.ends_at:
+        if a.pk not in done and a.starts_at <= t - window and t < a.ends_at and cards[a.pk]:
             groups[a.team_id].append(a)
     return groups
 
@@ -185,16 +215,18 @@ def _group_at(
     t: datetime,
     *,
     shared_slurm: bool,
+    cards: dict[int, int],
 ) -> GroupEvaluation:
-    """One team's allocations evaluated at ``t`` on their devices; unknown in a Slurm pool
-    two teams share at ``t`` (accounting keeps no past card placement)."""
+    """One team's allocations evaluated at ``t`` on their devices, holding ``cards`` (by id,
+    those held at ``t``); unknown in a Slurm pool two teams share at ``t`` (accounting keeps
+    no past card placement)."""
     if shared_slurm:
         reason = "shared Slurm pool: accounting keeps no past card placement"
         return GroupEvaluation(Verdict.UNKNOWN, (), 0, False, None, reason)
     mine = devices_for_group(
         by_namespace, scheduler=pool.scheduler, team_slug=members[0].team.slug, pool_hosts=hosts
     )
-    held = sum(a.card_count for a in members)
+    held = sum(cards[a.pk] for a in members)
     return evaluate_group(mine, held=held, end=t.timestamp(), t=thresholds)
 
 
@@ -209,10 +241,13 @@ def _reclaimed_at(
     exempt: list[Exemption],
     now: datetime,
     certainly_idle: bool,
+    pieces: list[CardPiece],
 ) -> bool:
     """One allocation's verdict at ``t`` applied to its row: busy closes its finding, idle
     opens one (``open_at``); once the grace has passed on a certainly idle group, unless an
-    exemption is in force, the row says what would have been reclaimed then (``True``)."""
+    exemption is in force, the row says what would have been reclaimed then (``True``): the
+    cards it held at ``t`` (its ``pieces``) less those in use, and the card-hours held above
+    those kept from ``t`` on."""
     if share.verdict == Verdict.UNKNOWN:
         return False  # no evidence: the finding waits, its grace does not advance
     if share.verdict == Verdict.BUSY:
@@ -227,11 +262,12 @@ def _reclaimed_at(
     if _exempt_at(exempt, a, t):
         row.note = "exempt when the grace ended"
         return False
-    keep = min(share.cards_in_use, a.card_count)
+    held = held_at(pieces, t)
+    keep = min(share.cards_in_use, held)
     row.first_idle = open_at[a.pk]
     row.would_reclaim_at = t
-    row.cards_reclaimed = a.card_count - keep
-    freed = card_hours(row.cards_reclaimed, t, min(a.ends_at, now))
+    row.cards_reclaimed = held - keep
+    freed = _freed_card_hours(pieces, keep, t, min(a.ends_at, now))
     row.card_hours_freed = freed.quantize(Decimal(1).scaleb(-CARD_HOUR_PLACES), ROUND_HALF_UP)
     return True
 
@@ -284,6 +320,18 @@ def _devices_read(
             metrics.close()
 
 
+def _progress(
+    on_progress: Callable[[int], None] | None, step: int, steps: int, reported: int
+) -> int:
+    """Tell ``on_progress`` the per cent of ``step`` of ``steps`` (from :data:`READ_PERCENT` up
+    to 99) when it is at least 5 past the ``reported`` one; the per cent last reported."""
+    percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
+    if on_progress is None or percent < reported + 5:
+        return reported
+    on_progress(percent)
+    return percent
+
+
 def _replay(
     report: WhatIfReport,
     pool: Pool,
@@ -292,13 +340,16 @@ def _replay(
     policy: Any,
     *,
     rows: dict[int, WhatIfRow],
+    pieces: dict[int, list[CardPiece]],
     step_minutes: int,
     on_progress: Callable[[int], None] | None,
 ) -> None:
     """Evaluate the policy every ``step_minutes`` from the report's start to its end, as the
-    scan would have (each allocation's share of its group's idle cards, grace, exemptions);
-    the rows record what it would have reclaimed and when. ``on_progress`` from
-    :data:`READ_PERCENT` up to 99, in steps of at least 5."""
+    scan would have (each allocation's share of its group's idle cards, grace, exemptions),
+    each allocation with the cards it held at the step (``pieces``: its
+    :func:`~pools.reclamation.card_timeline.card_pieces` by id); the rows record what it would
+    have reclaimed and when. ``on_progress`` from :data:`READ_PERCENT` up to 99, in steps of at
+    least 5."""
     start, now = report.start, report.end
     window, grace = timedelta(minutes=policy.window_minutes), timedelta(hours=policy.grace_hours)
     thresholds = policy_thresholds(policy)
@@ -310,22 +361,20 @@ def _replay(
     steps = int((now - start) / timedelta(minutes=step_minutes)) + 1
     reported = 0
     for step in range(steps):
-        percent = READ_PERCENT + (99 - READ_PERCENT) * step // steps
-        if on_progress is not None and percent >= reported + 5:
-            reported = percent
-            on_progress(percent)
+        reported = _progress(on_progress, step, steps, reported)
         t = start + step * timedelta(minutes=step_minutes)
-        groups = _groups_at(allocations, done, t, window)
-        shared_slurm = pool.scheduler == Scheduler.SLURM and len(groups) > 1
+        cards = {a.pk: held_at(pieces[a.pk], t) for a in allocations}
+        groups = _groups_at(allocations, done, t, window, cards)
         for members in groups.values():
             group = _group_at(
-                pool, members, by_namespace, hosts, thresholds, t, shared_slurm=shared_slurm
-            )
-            shares = split_group(group, [(a.pk, a.card_count) for a in members])
+                pool, members, by_namespace, hosts, thresholds, t,
+                shared_slurm=pool.scheduler == Scheduler.SLURM and len(groups) > 1, cards=cards,
+            )  # fmt: skip
+            shares = split_group(group, [(a.pk, cards[a.pk]) for a in members])
             for a, share in zip(members, shares, strict=True):
                 if _reclaimed_at(
                     rows[a.pk], a, share, t, open_at, grace=grace, exempt=exemptions, now=now,
-                    certainly_idle=group.certainly_idle,
+                    certainly_idle=group.certainly_idle, pieces=pieces[a.pk],
                 ):  # fmt: skip
                     done.add(a.pk)
 
@@ -341,8 +390,12 @@ def reclamation_what_if(
     on_progress: Callable[[int], None] | None = None,
 ) -> WhatIfReport:
     """What the pool's policy (with ``policy_overrides``) would have done over the last
-    ``days``, evaluated every ``step_minutes``. Writes nothing. ``on_progress(percent)`` is told
-    :data:`READ_PERCENT` once Prometheus has answered, then up to 99 as the steps are replayed."""
+    ``days``, evaluated every ``step_minutes`` with the cards each allocation held at each step
+    (see the module docstring). Writes nothing. Six queries (the policy, the allocations, the
+    inventory's card places, their card changes, the pool's hosts, the exemptions) and one
+    Prometheus read.
+    ``on_progress(percent)`` is told :data:`READ_PERCENT` once Prometheus has answered, then up
+    to 99 as the steps are replayed."""
     # whole seconds: Prometheus keeps query times to the millisecond, and a window
     # start finer than its first sample would drop that sample (coverage 5/6)
     now = (now or timezone.now()).replace(microsecond=0)
@@ -366,7 +419,8 @@ def reclamation_what_if(
         return report
     _replay(
         report, pool, allocations, devices, policy,
-        rows=rows, step_minutes=step_minutes, on_progress=on_progress,
+        rows=rows, pieces=allocations_card_pieces(allocations=allocations),
+        step_minutes=step_minutes, on_progress=on_progress,
     )  # fmt: skip
     return report
 

@@ -8,16 +8,24 @@ over the last 3 days every 60 min (steps on the hour). Default policy: idle < 30
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from unittest import mock
 
 import pytest
 from django.test import override_settings
 from django.utils import timezone
-from factories import AllocationFactory, GpuFactory, NodeFactory, PoolFactory, TeamFactory
+from factories import (
+    AllocationFactory,
+    GpuFactory,
+    IdleFindingFactory,
+    NodeFactory,
+    PoolFactory,
+    TeamFactory,
+)
 
 from pools.audit.models import AuditEvent
 from pools.capacity.models import Allocation
-from pools.common.choices import AllocationStatus, GpuHealth, Scheduler
+from pools.common.choices import AllocationStatus, GpuHealth, IdleFindingState, Scheduler
 from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
 from pools.reclamation.models import IdleFinding, ReclamationPolicy, ReclamationWhatIf
@@ -468,3 +476,76 @@ def test_card_hours_freed_read_to_3_places(admin_page, world, django_capture_on_
     lines = b"".join(admin_page.get("/idle/policies/", {**query, "export": "csv"})
                      .streaming_content).decode().splitlines()  # fmt: skip
     assert [line.split(",")[6] for line in lines[1:] if ",idle," in line] == ["0.170"]
+
+
+@pytest.fixture
+def shrunk():
+    """``infer`` with team ``nlp``'s allocation from NOW - 5 d to NOW + 5 d that held 4 cards
+    until a reclamation shrank it to 1 at NOW - 12 h (its ``card_count`` now 1). Its namespace
+    reports 4 cards: GPU-1 busy (85 %) throughout, GPU-2..4 busy until :data:`IDLE_FROM` and
+    certainly idle (1 %, no memory) after."""
+    l40s = GpuModel.objects.get(slug="l40s")
+    pool = PoolFactory(slug="infer", scheduler=Scheduler.KUBERNETES, slurm_partition="")
+    node = NodeFactory(hostname="k8s-n1", pool=pool, scheduler=Scheduler.KUBERNETES)
+    for index in range(4):
+        GpuFactory(node=node, index=index, gpu_model=l40s, raw_model_name="NVIDIA L40S",
+                   health=GpuHealth.OK)  # fmt: skip
+    ReclamationPolicy.objects.create(pool=pool, dry_run=False)
+    allocation = AllocationFactory(team=TeamFactory(slug="nlp"), pool=pool, gpu_model=l40s,
+                                   card_count=1, status=AllocationStatus.ACTIVE,
+                                   starts_at=NOW - timedelta(days=5),
+                                   ends_at=NOW + timedelta(days=5))  # fmt: skip
+    IdleFindingFactory(allocation=allocation, first_seen_at=NOW - timedelta(hours=13),
+                       reclaimed_at=NOW - timedelta(hours=12), card_count=4, cards_in_use=1,
+                       state=IdleFindingState.RECLAIMED)  # fmt: skip
+    devices = [usage("GPU-1", "team-nlp", lambda t: 85.0)]
+    devices += [usage(f"GPU-{i}", "team-nlp", idle_for_30h) for i in (2, 3, 4)]
+    return {"pool": pool, "allocation": allocation, "metrics": FakePrometheus(devices)}
+
+
+def test_the_replay_counts_the_cards_held_before_a_shrink(shrunk):
+    """Grace 12 h. Before NOW - 12 h the allocation held 4 cards, 1 of them busy: from the
+    first idle window (ending NOW - 30 h) 3 of 4 idle, so a finding opens at NOW - 30 h and
+    reclaims 4 − 1 = 3 cards at NOW - 18 h, freeing 3 cards × 6 h (to the real shrink, after
+    which it held 1, the busy one kept: 0 more) = 18 card-hours. Replayed with today's
+    ``card_count`` (1) it held one card, the busy one: never reclaimed, nothing freed."""
+    report = reclamation_what_if(pool=shrunk["pool"], policy_overrides={"grace_hours": 12},
+                                 days=3, now=NOW, metrics=shrunk["metrics"])  # fmt: skip
+    (row,) = report.rows
+    assert row.first_idle == NOW - timedelta(hours=30)
+    assert row.would_reclaim_at == NOW - timedelta(hours=18)
+    assert (row.card_count, row.cards_reclaimed, row.card_hours_freed) == (1, 3, Decimal(18))
+    assert (report.cards_reclaimed, report.card_hours_freed) == (3, Decimal(18))
+
+
+def test_the_card_hours_freed_follow_the_cards_held_after_the_reclaim(shrunk):
+    """GPU-1 idle too (all 4 certainly idle from NOW - 30 h), grace 12 h: at NOW - 18 h it held
+    4 and keeps none: 4 reclaimed; freed 4 × 6 h until the shrink + 1 × 12 h after = 36
+    card-hours (4 × 18 h = 72 would count the 3 cards the real shrink took back; today's
+    ``card_count`` said 1 × 18 h = 18)."""
+    devices = [usage(f"GPU-{i}", "team-nlp", idle_for_30h) for i in (1, 2, 3, 4)]
+    report = reclamation_what_if(pool=shrunk["pool"], policy_overrides={"grace_hours": 12},
+                                 days=3, now=NOW, metrics=FakePrometheus(devices))  # fmt: skip
+    (row,) = report.rows
+    assert row.would_reclaim_at == NOW - timedelta(hours=18)
+    assert (row.cards_reclaimed, row.card_hours_freed) == (4, Decimal(36))
+
+
+def test_an_allocation_holding_no_cards_then_is_not_replayed(shrunk):
+    """Ended by a reclamation at NOW - 40 h and undone at NOW - 2 h (an end undone: 0 cards in
+    between), all 4 cards idle from NOW - 30 h, grace 12 h: it held nothing to reclaim until
+    NOW - 2 h, and from then the first idle step has 2 h of grace to go: no finding reclaims;
+    the finding opens at NOW - 2 h. Replayed with its 1 card throughout it was reclaimed at
+    NOW - 18 h."""
+    allocation = shrunk["allocation"]
+    allocation.idle_findings.all().delete()
+    IdleFindingFactory(allocation=allocation, first_seen_at=NOW - timedelta(hours=41),
+                       reclaimed_at=NOW - timedelta(hours=40), closed_at=NOW - timedelta(hours=2),
+                       card_count=1, cards_in_use=0, state=IdleFindingState.UNDONE)  # fmt: skip
+    devices = [usage(f"GPU-{i}", "team-nlp", idle_for_30h) for i in (1, 2, 3, 4)]
+    report = reclamation_what_if(pool=shrunk["pool"], policy_overrides={"grace_hours": 12},
+                                 days=3, now=NOW, metrics=FakePrometheus(devices))  # fmt: skip
+    (row,) = report.rows
+    assert (row.first_idle, row.would_reclaim_at, row.cards_reclaimed) == (
+        NOW - timedelta(hours=2), None, 0,
+    )  # fmt: skip
