@@ -123,7 +123,7 @@ validate against, off by default. ``benchmarks/sizing_aiconfigurator.py`` (needs
 term: NVIDIA's own model misses them as much as this one.
 
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
-[--hard-roofline] [--attention-dp] [--achieved] [--implied-batch] [--prefill-split]
+[--hard-roofline] [--achieved] [--implied-batch] [--prefill-split]
 [--skip-engine-regressions]``; exit status 0 when the targets hold, else 1.
 """
 
@@ -180,29 +180,28 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: ``kv_cache_source``); a 16-bit cache would fit these rows but no source says so; (2) Llama 4
 #: on 80 GB H100 (71-174 % high) - the MoE runs use attention DP (perf-overview's MoE options),
 #: which replicates the attention and dense weights on every card and so leaves less KV memory;
-#: ``--attention-dp`` scores them with ``dp_attention`` = ``ep`` = tp and TensorRT-LLM's
-#: all-gather / reduce-scatter exchange (``throughput.moe_allgather_s``): it gets the H200 / H100
-#: ratio of Maverick at 128/2048 nearly right (3.52 against the measured 3.75; 2.0 without) but
-#: puts all 70 TP > 1 MoE rows 25-196 % high (median 68 %; Qwen3-235B on B200 +94-196 %, which
-#: is -13-+29 % without), so the default does not use it. With the PyTorch backend's CUDA-graph
-#: padding (``throughput.cuda_graph_padding_tokens``) the default rows + these 130 cells give
-#: median 11.2 %, P90 41.7 % (43.9 % without). Scoring the fixed-length trtllm-bench runs as
-#: rounds of the admitted batch over their published request count (:func:`finite_run_tok_s`)
-#: gives 11.2 % / 41.2 %: W4A4 Blackwell 17.0 / 65.2 -> 14.5 / 55.9 %, 8-bit Hopper 16.9 /
-#: 71.0 -> 16.7 / 55.6 %; the default 227 rows do not move (none is a saturated fixed-length
-#: run of a stated size but issue 6294's, +44.0 -> +43.4 %), so neither do the bands. NVFP4
-#: routed experts streaming at the share of the bandwidth TensorRT-LLM's MoE op reaches in
-#: NVIDIA's published kernel tables (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``, 0.397, not 0.8):
-#: 11.2 / 41.2 -> 11.6 / 38.1 %, W4A4 Blackwell 14.5 / 55.9 -> 13.7 / 42.7 %, 16-bit Hopper
-#: 11.8 / 40.6 -> 9.6 / 33.0 %, 8-bit Hopper 16.7 / 55.6 -> 16.2 / 55.6 %, rows above 30 %
-#: 52 -> 50; the fit on every source goes back from efficiency 0.60 and TensorRT-LLM overlap
-#: 1.0 to 0.55 and 1.5 (the default rows' own fit). In this set batch-1 goes 7.6 / 13.5 ->
-#: 9.0 / 15.3 %: its folds' shared efficiency was 0.60 only because the Blackwell MoE cells
-#: pulled it up, and the remaining Hopper MoE cells now pull it to 0.50 (the default rows,
-#: without MoE cells, fit 0.55 and do not move). The same tables rule out the grouped GEMMs on
-#: Hopper: TensorRT-LLM's FP8 MoE op at the Llama 4 and Qwen3 shapes takes 0.8-1.3 x the time
-#: the model gives it at 64-4,096 tokens (H100, H200), so Llama 4 on eight H100 (+65 ... +158 %)
-#: is not short of MoE time.
+#: scoring them (an option then; their layout now, see below) with ``dp_attention`` = ``ep`` = tp
+#: and TensorRT-LLM's all-gather / reduce-scatter exchange (``throughput.moe_allgather_s``): it gets
+#: the H200 / H100 ratio of Maverick at 128/2048 nearly right (3.52 against the measured 3.75; 2.0
+#: without) but puts all 70 TP > 1 MoE rows 25-196 % high (median 68 %; Qwen3-235B on B200 +94-196
+#: %, which is -13-+29 % without), so the default did not use it. With the PyTorch backend's
+#: CUDA-graph padding (``throughput.cuda_graph_padding_tokens``) the default rows + these 130 cells
+#: give median 11.2 %, P90 41.7 % (43.9 % without). Scoring the fixed-length trtllm-bench runs as
+#: rounds of the admitted batch over their published request count (:func:`finite_run_tok_s`) gives
+#: 11.2 % / 41.2 %: W4A4 Blackwell 17.0 / 65.2 -> 14.5 / 55.9 %, 8-bit Hopper 16.9 / 71.0 -> 16.7 /
+#: 55.6 %; the default 227 rows do not move (none is a saturated fixed-length run of a stated size
+#: but issue 6294's, +44.0 -> +43.4 %), so neither do the bands. NVFP4 routed experts streaming at
+#: the share of the bandwidth TensorRT-LLM's MoE op reaches in NVIDIA's published kernel tables
+#: (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``, 0.397, not 0.8): 11.2 / 41.2 -> 11.6 / 38.1 %, W4A4
+#: Blackwell 14.5 / 55.9 -> 13.7 / 42.7 %, 16-bit Hopper 11.8 / 40.6 -> 9.6 / 33.0 %, 8-bit Hopper
+#: 16.7 / 55.6 -> 16.2 / 55.6 %, rows above 30 % 52 -> 50; the fit on every source goes back from
+#: efficiency 0.60 and TensorRT-LLM overlap 1.0 to 0.55 and 1.5 (the default rows' own fit). In this
+#: set batch-1 goes 7.6 / 13.5 -> 9.0 / 15.3 %: its folds' shared efficiency was 0.60 only because
+#: the Blackwell MoE cells pulled it up, and the remaining Hopper MoE cells now pull it to 0.50 (the
+#: default rows, without MoE cells, fit 0.55 and do not move). The same tables rule out the grouped
+#: GEMMs on Hopper: TensorRT-LLM's FP8 MoE op at the Llama 4 and Qwen3 shapes takes 0.8-1.3 x the
+#: time the model gives it at 64-4,096 tokens (H100, H200), so Llama 4 on eight H100 (+65 ... +158
+#: %) is not short of MoE time.
 DATASET_2026_MOE = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_moe.json"
 #: Issue 34: the TensorRT-LLM PyTorch backend's perf-overview tables of other releases than 1.0
 #: (0.20, 0.21 and the per-GPU tables published after 1.0: 362 cells; DeepSeek-R1, gpt-oss,
@@ -229,35 +228,17 @@ BAND_DATASETS = (
     DATASET_2026_TRTLLM_NEXT,
     DATASET_2026_THREADS,
 )
-#: ``--attention-dp``: score the rows whose notes say the run enabled attention data parallelism
-#: (the MoE rows of the TensorRT-LLM 1.0 perf-overview, ``enable_attention_dp``) with
-#: ``dp_attention`` = ``ep`` = tp when tp > 1. Off by default: that page's printed
-#: ``llm_options.yml`` nests ``enable_attention_dp: true`` under ``cuda_graph_config``, which
-#: TensorRT-LLM refuses: ``tensorrt_llm/llmapi/llm_args.py``, in the releases that have
-#: ``cuda_graph_config``, declares ``class CudaGraphConfig(StrictBaseModel)`` and
-#: ``StrictBaseModel`` sets ``extra = "forbid"`` ("globally forbid arbitrary fields"). So the
-#: file as printed cannot be the one that ran, and whether the tables ran with attention DP is
-#: not published for the 1.0 tables. A later perf-overview (``docs/source/developer-guide/
-#: perf-overview.md`` @03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d, newer tables) prints the file
-#: corrected - ``enable_attention_dp: true`` at the top level under "Qwen3 MoE, Llama4
-#: Maverick" - which points to attention DP for these models. Scored so (issue 34, 357 rows):
-#: the 70 TP > 1 MoE rows go from -31 ... +167 % (median +15 %) to -12 ... +110 % (median
-#: +50 %); Maverick on eight H100 stops being the outlier (+112 ... +167 % -> +36 ... +76 %),
-#: all rows median 11.2 -> 13.2 %, P90 41.7 -> 58.0 %. So under attention DP every such
-#: row is over-predicted by about the same factor: a cost common to the MoE layers the model
-#: lacks, not the H100's KV layout. Not the default until that cost is found and cited.
-#: Scored in rounds (:func:`finite_run_tok_s`; attention DP doubles Qwen3-235B's modelled
-#: batch - no KV head copies - past the 1,500 / 3,000 requests of many cells) those rows are
-#: -12 ... +97 % (median +44 %), all rows 12.5 % / 50.9 %. What is left is a factor, not a
-#: term: the missing time per step is 0.5-3 x the modelled GEMM time but 260-2,100 us per MoE
-#: layer, 2-54 us per token and 2-26 x the modelled all-gather / reduce-scatter, so no
-#: per-layer latency or NVLink volume fits it; capping the attention-DP batch at the TP
-#: layout's KV-limited one (an experiment, not cited) leaves the same rows at median +44 %.
-#: With the NVFP4 experts' stream share (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``) all rows
-#: go to 12.1 % / 45.8 % (W4A4 Blackwell 14.5 / 48.9 %, 8-bit Hopper 20.2 / 60.8 %): the
-#: Blackwell cells are no longer the gap, the Hopper FP8 ones still are.
-ATTENTION_DP_NOTE = "enable_attention_dp"
-SCORE_ATTENTION_DP = [False]
+#: The MoE rows of the TensorRT-LLM 1.0 perf-overview ran with attention data parallelism over
+#: their TP cards (``attention_dp`` true, ``ep`` = tp in ``sizing_dataset_2026_moe.json``, each
+#: row's notes say why): that page's options file sets ``enable_attention_dp: true`` but prints it
+#: nested under ``cuda_graph_config``, which TensorRT-LLM refuses (``tensorrt_llm/llmapi/
+#: llm_args.py``: ``class CudaGraphConfig(StrictBaseModel)``, ``extra = "forbid"``), so not as it
+#: ran; the later perf-overview (``docs/source/developer-guide/perf-overview.md``
+#: @03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d) prints it at the top level for these models and
+#: names the same cells DEP, and the five cells both pages measured agree per GPU within 4-14 %
+#: where the model puts the two layouts 1.7-2.4x apart. Scored as TP until the routing skew of
+#: :mod:`pools.sizing.routing` (all five sets, shipped constants: P90 37.0 -> 41.0 % as attention
+#: DP without it, 34.0 % with it).
 #: ``--skip-engine-regressions``: leave out rows that measure an engine release on a model and
 #: card generation for which the engine's own release notes name a performance regression, so
 #: that they measure the regression, not the card. One is published: NVIDIA/TensorRT-LLM
@@ -467,10 +448,7 @@ def request_for(row: dict) -> tuple[dict | None, str]:
         "engine": _engine(row["engine"]),
         "engine_version": _engine_version(row),
     }
-    if row["tp"] > 1 and (
-        row.get("attention_dp") is True
-        or (SCORE_ATTENTION_DP[0] and ATTENTION_DP_NOTE in str(row.get("notes")))
-    ):
+    if row["tp"] > 1 and row.get("attention_dp") is True:
         request["dp_attention"] = request["ep"] = row["tp"]
         notes.append("attention DP")
     elif row.get("ep") and row["ep"] > 1:
@@ -1368,12 +1346,6 @@ def main() -> int:
         "(what the shipped profiles held before issue 34); never with --write-bands",
     )
     parser.add_argument(
-        "--attention-dp",
-        action="store_true",
-        help="score rows whose notes name enable_attention_dp with dp_attention = ep = tp "
-        "(tp > 1); never with --write-bands",
-    )
-    parser.add_argument(
         "--achieved",
         action="store_true",
         help="print each saturated row's TFLOP/s per card, measured and predicted, and its "
@@ -1418,10 +1390,6 @@ def main() -> int:
         if args.write_bands:
             parser.error("--skip-engine-regressions scores a subset; its bands are not the set's")
         SKIP_ENGINE_REGRESSIONS[0] = True
-    if args.attention_dp:
-        if args.write_bands:
-            parser.error("--attention-dp scores a layout the sources do not establish")
-        SCORE_ATTENTION_DP[0] = True
     if args.hard_roofline:
         if args.write_bands:
             parser.error("--hard-roofline scores a model that is not shipped; its bands are not")

@@ -443,6 +443,34 @@ def elastic_scale_costs(
     return _totals(start, now, money)
 
 
+WHATIF_HOME_PRICES = {
+    PricingMethod.RESERVED: (RateKind.GPU_BURST, "burst price"),
+    PricingMethod.USED: (RateKind.GPU_USED, "on-use price"),
+}
+"""The price a what-if's home burst card-hours are charged at, by the allocation's pricing
+method, as its statement charges them (:func:`billing.services.usage_import.
+usage_import_elastic_burst`): priced by reserved card-hours, the burst line at the burst price
+(the reserved price when the card has none); priced on use, the used line at the on-use price
+(the what-if's burst cards are there to serve its load: used). An allocation priced by tokens
+is absent: its tokens pay for those cards (:data:`WHATIF_BY_TOKENS`)."""
+
+WHATIF_BY_TOKENS = "paid by its tokens"
+"""The label of a token-priced allocation's home burst card-hours in a what-if: priced 0."""
+
+
+def _whatif_home_price(period, pricing_method: str, gpu_model_id: int):
+    """``(price, basis, label)`` of the home burst card-hours (:data:`WHATIF_HOME_PRICES`):
+    ``basis`` the rate kind read (``gpu-burst``, ``gpu-used``) or ``tokens`` (price 0);
+    ``price`` ``None`` without a rate card in force or that price on it."""
+    if pricing_method == PricingMethod.TOKENS:
+        return Decimal(0), PricingMethod.TOKENS.value, WHATIF_BY_TOKENS
+    kind, label = WHATIF_HOME_PRICES.get(pricing_method, WHATIF_HOME_PRICES[PricingMethod.RESERVED])
+    price = None
+    if period is not None and period.card_id is not None:
+        price = price_for(period, kind, gpu_model_id, "")
+    return price, kind.value, label
+
+
 def burst_whatif_money(
     *,
     gpu_model_id: int,
@@ -450,28 +478,38 @@ def burst_whatif_money(
     home_card_hours: Decimal,
     burst_card_hours: Decimal,
     now: datetime,
+    pricing_method: str = PricingMethod.RESERVED,
 ) -> dict:
     """A what-if's burst priced both ways (issue 35), at the rate card in force at ``now``,
     by the statements' own prices (:func:`billing.rate_periods.price_for`) and rounding
     (:func:`billing.pricing.round_money`, once per amount): **with burst**, the home pool's
-    burst card-hours at its burst price plus the burst pool's at that pool's price; **without
-    burst**, the home pool's alone (the rest of the load is not served: its card-hours are
-    ``unserved_card_hours``). Amounts ``None`` (with ``reason``) when a price is missing;
-    ``texts`` has the prices and amounts as pages show them (``2.90 EUR``, ``43.60 EUR``;
-    ``None`` when unknown)."""
+    burst card-hours at the price the allocation's ``pricing_method`` charges them
+    (:data:`WHATIF_HOME_PRICES`: the burst price, the on-use price, or 0 when its tokens pay)
+    plus the burst pool's at that pool's price (under every method, as the statement's
+    burst-pool line); **without burst**, the home pool's alone (the rest of the load is not
+    served: its card-hours are ``unserved_card_hours``). ``home_price_basis`` (``gpu-burst``,
+    ``gpu-used``, ``tokens``) and ``home_price_label`` (``burst price``, ``on-use price``,
+    ``paid by its tokens``) say which price the home card-hours got. Amounts ``None`` (with
+    ``reason``) when a price is missing; ``texts`` has the prices and amounts as pages show
+    them (``2.90 EUR``, ``43.60 EUR``; ``None`` when unknown)."""
     period = rate_period_at(now, zone=billing_zone())
-    home_price = burst_price = None
+    home_price, basis, label = _whatif_home_price(period, pricing_method, gpu_model_id)
+    burst_price = None
     if period is not None and period.card_id is not None:
-        home_price = price_for(period, RateKind.GPU_BURST, gpu_model_id, "")
         burst_price = price_for(period, RateKind.POOL_BURST, gpu_model_id, "", burst_pool_id)
     currency = period.currency if period is not None else None
     home_amount = _priced(home_card_hours, home_price, currency)
     burst_amount = _priced(burst_card_hours, burst_price, currency)
     with_burst = None if home_amount is None or burst_amount is None else home_amount + burst_amount
     reason = "" if with_burst is not None else "the rate card has no price for one of them"
+    if home_price is None and burst_price is not None:
+        missing = "burst or reserved price" if basis == RateKind.GPU_BURST else label
+        reason = f"the rate card has no {missing} for this GPU model"
     return {
         "currency": currency,
         "home_price": home_price,
+        "home_price_basis": basis,
+        "home_price_label": label,
         "burst_pool_price": burst_price,
         "with_burst": {
             "home_card_hours": home_card_hours,
@@ -487,6 +525,7 @@ def burst_whatif_money(
         # as pages show them: prices per card-hour and amounts with the currency
         "texts": {
             "home_price": _price_text(home_price, currency),
+            "home_price_label": label,
             "burst_pool_price": _price_text(burst_price, currency),
             "with_burst": _money(with_burst, currency),
             "without_burst": _money(home_amount, currency),

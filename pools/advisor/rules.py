@@ -758,7 +758,7 @@ def _latency_around(buckets: Sequence[Bucket], at: datetime, after: bool) -> flo
     return _median(b.e2e_p95_s for b in near)
 
 
-def _churn_summary(reversals: int, events: int, ups: int, useless: bool) -> str:
+def _churn_summary(reversals: int, events: int, ups: int, useless: bool, gain: float) -> str:
     parts = []
     if reversals:
         parts.append(
@@ -766,7 +766,10 @@ def _churn_summary(reversals: int, events: int, ups: int, useless: bool) -> str:
             "cooldown"
         )
     if useless:
-        parts.append(f"none of {grouped(ups)} scale-ups lowered latency")
+        # by the threshold: one that lowered it by 3 % did lower it (the evidence says so)
+        parts.append(
+            f"none of {grouped(ups)} scale-ups lowered latency by {gain * 100:g} % or more"
+        )
     text = "; ".join(parts)
     return text[0].upper() + text[1:] + "."
 
@@ -801,7 +804,7 @@ def rule_scaling_churn(s: ScalingSignals, t: Thresholds) -> Outcome:
                 "scale_ups": len(ups),
                 "latency_gain_per_up": [_r(g, 2) for g in gains],
             },
-            _churn_summary(len(reversals), len(s.events), len(ups), useless),
+            _churn_summary(len(reversals), len(s.events), len(ups), useless, t.churn_latency_gain),
             "Lengthen the cooldown, require the signal over a longer window, or pre-scale from "
             "the traffic forecast instead of chasing spikes.",
         )

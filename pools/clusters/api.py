@@ -14,6 +14,7 @@ from rest_framework.decorators import action
 from rest_framework.response import Response
 
 from pools.clusters import selectors
+from pools.clusters.filtersets import ClusterFilterSet
 from pools.clusters.serializers import ClusterMemberSerializer, ClusterSerializer, cluster_render
 from pools.clusters.services import (
     cluster_check_request,
@@ -65,6 +66,7 @@ class ClusterViewSet(viewsets.ModelViewSet):
 
     serializer_class = ClusterSerializer
     permission_classes = [IsPoolAdminOrReadOnly]
+    filterset_class = ClusterFilterSet  # the page's and its CSV's: kind, status, retiring
     lookup_field = "slug"
 
     def get_queryset(self):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from django import forms
 
+from pools.clusters.fields import ServiceURLFormField
 from pools.clusters.models import Cluster
 from pools.clusters.services import (
     CONNECTION_FIELDS,
@@ -25,7 +26,7 @@ class ClusterForm(forms.ModelForm):
     environment variables define keeps its connection fields (shown, not editable); the
     credentials are the path of the file the portal reads, never its content."""
 
-    api_url = forms.URLField(
+    api_url = ServiceURLFormField(
         label="API URL",
         max_length=255,
         required=False,
@@ -33,7 +34,7 @@ class ClusterForm(forms.ModelForm):
         help_text=Cluster._meta.get_field("api_url").help_text,
     )
 
-    prometheus_url = forms.URLField(
+    prometheus_url = ServiceURLFormField(
         label="Prometheus URL",
         max_length=255,
         required=False,

@@ -12,14 +12,18 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from django.core.validators import URLValidator
 from django.db import models
 from django.db.models import Q
 from django.db.models.functions import Lower
 from django.utils import timezone
 
+from pools.clusters.fields import ServiceURLField
 from pools.common.choices import ClusterOperation, ClusterStatus, CredentialKind, Scheduler
-from pools.common.validators import single_line_text_validator, slug_validator
+from pools.common.validators import (
+    ServiceURLValidator,
+    single_line_text_validator,
+    slug_validator,
+)
 
 CLUSTER_KINDS = (Scheduler.SLURM, Scheduler.KUBERNETES)
 CLUSTER_KIND_CHOICES = [(k.value, k.label) for k in CLUSTER_KINDS]
@@ -52,7 +56,7 @@ class Cluster(models.Model):
     slug = models.SlugField(max_length=50, unique=True, validators=[slug_validator])
     name = models.CharField(max_length=100, validators=[single_line_text_validator])
     kind = models.CharField(max_length=12, choices=CLUSTER_KIND_CHOICES)
-    api_url = models.URLField(
+    api_url = ServiceURLField(
         max_length=255,
         blank=True,
         help_text="slurmrestd's base URL, or the Kubernetes API server's (empty with a "
@@ -77,10 +81,10 @@ class Cluster(models.Model):
         max_length=16, blank=True, help_text="Pinned API version (empty: the newest both know)."
     )
     kueue = models.BooleanField(default=False)
-    prometheus_url = models.URLField(
+    prometheus_url = ServiceURLField(
         max_length=255,
         blank=True,
-        validators=[URLValidator(schemes=list(PROMETHEUS_SCHEMES))],
+        validators=[ServiceURLValidator(schemes=list(PROMETHEUS_SCHEMES))],
         help_text="The Prometheus (or Thanos / Mimir query URL) holding this cluster's "
         "dcgm-exporter series, e.g. http://prometheus.train:9090; its idle scan reads only "
         "this one. Empty: the portal's PROMETHEUS_URL.",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from django.core.validators import URLValidator
 from rest_framework import serializers
 
 from pools.clusters import selectors
+from pools.clusters.fields import ServiceURLField
 from pools.clusters.models import SUMMARY_STATUSES, Cluster
 from pools.clusters.services import EDITABLE_FIELDS, pinned_api_version_validator
 from pools.common.choices import CredentialKind
+from pools.common.validators import ServiceURLValidator
 
 STATUS_FIELDS = (
     "status",
@@ -27,7 +30,23 @@ HEALTH_FIELDS = (
 )
 
 
+class ServiceURLSerializerField(serializers.URLField):
+    """DRF's URL field checking with :class:`~pools.common.validators.ServiceURLValidator`
+    instead of Django's (a host of one label is taken, as on the page)."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.validators = [
+            *(v for v in self.validators if type(v) is not URLValidator),
+            ServiceURLValidator(message=self.error_messages["invalid"]),
+        ]
+
+
 class ClusterSerializer(serializers.ModelSerializer):
+    serializer_field_mapping = {
+        **serializers.ModelSerializer.serializer_field_mapping,
+        ServiceURLField: ServiceURLSerializerField,
+    }
     pool_count = serializers.IntegerField(read_only=True)
     drift_count = serializers.IntegerField(
         read_only=True, help_text="Scheduler drifts found in the cluster that are not repaired."

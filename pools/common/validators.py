@@ -1,11 +1,12 @@
 """Field validators the sub-domains share: node names, slugs, Kubernetes names and one-line
-names, dates in the portal's range."""
+names, dates in the portal's range, service URLs."""
 
 import re
 from datetime import date, datetime
 
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import RegexValidator, URLValidator
+from django.utils.deconstruct import deconstructible
 
 # Patterns end in \Z, not $: "$" also matches before a trailing newline, so "gpu-01\n" passed.
 
@@ -86,3 +87,27 @@ def date_range_validator(value: date | datetime) -> None:
 MAX_REQUEST_CARDS = 100_000
 # Longest window a pool may approve without an admin: ten years (3,660 days).
 MAX_AUTO_APPROVE_DAYS = 3660
+
+
+@deconstructible
+class ServiceURLValidator(URLValidator):
+    """Django's URL check that also takes a host of one label (``http://prometheus:9090``,
+    ``http://slurmrestd:6820``: a Docker Compose service, a Kubernetes Service in the same
+    namespace, a name the resolver's search domains complete), which Django's takes only as
+    ``localhost``. The label starts with a letter, so ``http://12345`` stays refused, and ends
+    with a letter or digit, at most 63 characters (RFC 1123 §2.1)."""
+
+    single_label_re = r"[a-z](?:[a-z0-9-]{0,61}[a-z0-9])?"
+    host_re = (
+        "(" + URLValidator.hostname_re + URLValidator.domain_re + URLValidator.tld_re
+        + "|" + single_label_re + ")"
+    )  # fmt: skip
+    regex = re.compile(
+        r"^(?:[a-z0-9.+-]*)://"  # scheme: checked apart, as Django does
+        r"(?:[^\s:@/]+(?::[^\s:@/]*)?@)?"  # user:pass
+        r"(?:" + URLValidator.ipv4_re + "|" + URLValidator.ipv6_re + "|" + host_re + ")"
+        r"(?::[0-9]{1,5})?"  # port
+        r"(?:[/?#][^\s]*)?"  # path, query, fragment
+        r"\Z",
+        re.IGNORECASE,
+    )

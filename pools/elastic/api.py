@@ -180,7 +180,9 @@ class ElasticWhatIfSerializer(QueuedRunSerializer):
     """A queued what-if: ``status`` (``pending``, ``running``, ``done``, ``failed``),
     ``progress`` (per cent), ``days`` and ``source`` asked; once done ``result`` (``source``
     used, ``samples``, ``start``/``end``, ``covered_hours``, ``short``, the totals, the
-    ``timeline`` ``[[unix s, cards], ...]`` and ``burst``); once failed ``error`` and
+    ``timeline`` ``[[unix s, cards], ...]`` and ``burst``: the load with and without the burst
+    pool, the home card-hours priced by the allocation's method, ``home_price_basis``
+    ``gpu-burst``, ``gpu-used`` or ``tokens``, with ``home_price_label``); once failed ``error`` and
     ``error_code`` (``unavailable``: no history source; ``prometheus_unavailable``;
     ``internal``)."""
 

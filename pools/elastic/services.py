@@ -1439,7 +1439,9 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
     one's included); the replayed cards above that go to the burst pool the allocation holds
     cards in, else the first the team opted into — or, without burst, are not served. Card-
     hours from :func:`pools.elastic.burst_pool.burst_split`, priced by the function
-    ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one)."""
+    ``settings.ELASTIC_BURST_WHATIF_MONEY`` names (billing's; ``None`` without one), told the
+    allocation's pricing method: the home card-hours cost what its statement would charge for
+    them (burst price, on-use price, or nothing when its tokens pay)."""
     from django.utils.module_loading import import_string
 
     from pools.capacity.arithmetic import card_seconds_hours
@@ -1467,6 +1469,7 @@ def elastic_burst_whatif(*, policy: ElasticPolicy, run: WhatIfRun, now: datetime
         import_string(pricer)(
             gpu_model_id=allocation.gpu_model_id, burst_pool_id=burst_pool.pk,
             home_card_hours=home_hours, burst_card_hours=burst_hours, now=now,
+            pricing_method=allocation.pricing_method,
         )
         if pricer
         else None
@@ -1534,8 +1537,10 @@ def whatif_burst_json(found: dict | None) -> dict | None:
     """The what-if's ``burst`` block (issue 35) from :func:`elastic_burst_whatif`: the same
     load with and without the burst pool, card-hours to 3 places, half-up (``"1.003"``, as the
     what-if's totals and every page show them) and amounts as strings in ``currency``; ``None``
-    when the team may use no burst pool. What-ifs stored before kept 6 places; the pages read
-    both."""
+    when the team may use no burst pool. ``home_price_basis`` (``gpu-burst``, ``gpu-used``,
+    ``tokens``) and ``home_price_label`` say which price the home card-hours got, by the
+    allocation's pricing method. What-ifs stored before kept 6 places and had no basis (the
+    burst price); the pages read both."""
     if found is None:
         return None
     money = found["money"] or {}
@@ -1553,6 +1558,8 @@ def whatif_burst_json(found: dict | None) -> dict | None:
         "home_cards": found["home_cards"],
         "currency": money.get("currency"),
         "home_price_per_card_hour": text(money.get("home_price")),
+        "home_price_basis": money.get("home_price_basis"),
+        "home_price_label": money.get("home_price_label"),
         "burst_pool_price_per_card_hour": text(money.get("burst_pool_price")),
         "with_burst": side("with_burst"),
         "without_burst": side("without_burst"),

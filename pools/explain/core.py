@@ -76,6 +76,7 @@ from pools.capacity.placement import (
     with_away,
 )
 from pools.classes.rules import ClassRule
+from pools.web.numbers import grouped
 
 HORIZON = timedelta(days=366)  # how far "when" looks: a request lasts at most a year
 SHAPE_CANDIDATES = 64  # shape fits tried per option before "when" gives up (None)
@@ -874,7 +875,7 @@ def _alternative(
         when = "not within a year"
     text = f"{what}: {free} free, {when}"
     if price["window_total"] is not None:
-        text += f", {price['window_total']} {price['currency']} for the window"
+        text += f", {grouped(price['window_total'], 2)} {price['currency']} for the window"
     prefill: dict[str, Any] = {
         "pool": option.pool_slug,
         "gpu_model": option.model.slug,

@@ -4,8 +4,10 @@ URL: the whole page, or the ``panel`` fragment the request page loads with htmx.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
+from zoneinfo import ZoneInfo
 
+from django.conf import settings
 from django.http import Http404
 from django.shortcuts import render
 from django.utils import timezone
@@ -76,7 +78,7 @@ def allocation_serving(request, pk: int):
         allocation.pk
     )
     points = selectors.serving_series(allocation_id=allocation.pk, span=span, now=now)
-    month_start = now.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    month_start = _billing_month_start(now)
     usage: Usage | None = selectors.serving_usage(
         allocation_ids=[allocation.pk], start=month_start, end=now + timedelta(minutes=5)
     ).get(allocation.pk)
@@ -106,6 +108,16 @@ def allocation_serving(request, pk: int):
     response = render(request, f"{template}#panel" if request.htmx else template, context)
     patch_vary_headers(response, ["HX-Request"])
     return response
+
+
+def _billing_month_start(now: datetime) -> datetime:
+    """The first local midnight of ``now``'s month in ``settings.BILLING_TIME_ZONE``: "this
+    month" is the month the statement, the team dashboard and their CSVs count (billing's
+    ``month_bounds``), not the UTC month (in New York that counted 1 Nov 00:00-04:00 UTC,
+    October's, in November's held card-hours)."""
+    zone = ZoneInfo(settings.BILLING_TIME_ZONE or "UTC")
+    local = now.astimezone(zone)
+    return datetime(local.year, local.month, 1, tzinfo=zone).astimezone(UTC)
 
 
 def _current_rows(row: dict | None) -> list[dict]:

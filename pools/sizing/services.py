@@ -81,6 +81,7 @@ from pools.sizing.plan import (
     replica_estimate_as_dict,
     sizing_plan,
 )
+from pools.sizing.routing import skew_factor
 from pools.sizing.selectors import measured_on_fleet
 from pools.sizing.throughput import (
     BANDWIDTH_EFFICIENCY,
@@ -613,7 +614,7 @@ def _model_json(model) -> dict[str, Any]:
 def _rate_shares(model, precision, engine) -> dict[str, float | None]:
     """The shares of peak bandwidth and tensor rate the run is modelled at: the engine's, and
     below it FP4 on Blackwell and block-scaled FP8 experts on Hopper at the published kernel
-    rates (pools/sizing/throughput.py; pure)."""
+    rates (pools/sizing/throughput.py), and a mixture of experts' routing skew (pure)."""
     efficiency = engine.compute_efficiency
     fp4_linear, fp4_routed = fp4_compute_shares(
         model=model, precision=precision, efficiency=efficiency
@@ -626,6 +627,10 @@ def _rate_shares(model, precision, engine) -> dict[str, float | None]:
         "fp8_block_routed_share": fp8_block_compute_share(
             model=model, precision=precision, efficiency=efficiency
         ),
+        # A mixture of experts' busiest card under a skewed router (pools/sizing/routing.py):
+        # one card, and eight expert-parallel ones; None for a dense model.
+        "routing_skew_one": skew_factor(model=model, ranks=1) if model.is_moe else None,
+        "routing_skew_eight": skew_factor(model=model, ranks=8) if model.is_moe else None,
     }
 
 

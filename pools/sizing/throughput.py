@@ -75,6 +75,7 @@ from pools.sizing.memory import (
     precision_parse,
 )
 from pools.sizing.presets import ModelArch
+from pools.sizing.routing import skew_factor
 
 #: Share of peak memory bandwidth that decode kernels reach. NVIDIA aiconfigurator's empirical
 #: mode uses ``mem_bw_empirical_scaling_factor: 0.8`` (systems/*.yaml); single-stream TPOTs in the
@@ -1328,10 +1329,16 @@ def replica_throughput(
         if attention_rate
         else None
     )
+    # A skewed router's cost on the busiest card (pools.sizing.routing): the experts are spread
+    # over every card with attention DP (expert parallelism); otherwise each card holds every
+    # expert (or a TP slice of each) and pays the skew as one card does. It slows the routed
+    # experts' multiplies and their activation traffic (moe_glue_s), not their weight stream.
+    skew = skew_factor(model=model, ranks=tp if dp > 1 else 1)
     routed_rate = (
         routed_expert_flops_rate(
             model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
         )
+        / skew
         if flops_rate
         else None
     )
@@ -1456,7 +1463,8 @@ def replica_throughput(
                 profile.gemm_overlap_exponent,
             )
             + prefill_dequant_extra_s
-            + moe_glue_s(
+            + skew
+            * moe_glue_s(
                 model=model,
                 precision=precision,
                 tokens=new_input,
@@ -1540,7 +1548,7 @@ def replica_throughput(
         )
         gemm_s = overlapped_s(memory_s, compute_s, profile.gemm_overlap_exponent)
         gemm_s += dequant_extra_s
-        glue_s = moe_glue_s(
+        glue_s = skew * moe_glue_s(
             model=model,
             precision=precision,
             tokens=tokens + padding,

@@ -343,6 +343,24 @@ def test_scaling_churn_fires_when_scale_ups_change_no_latency():
               ScaleChange(datetime(2026, 12, 4, 11, tzinfo=UTC), 6, 8))  # fmt: skip
     out = rule_scaling_churn(ScalingSignals(900, events, tuple(buckets(36))), T)
     assert out.numbers["latency_gain_per_up"] == [0.0, 0.0]
+    assert out.summary == "None of 2 scale-ups lowered latency by 10 % or more."
+
+
+def test_scaling_churn_says_the_gain_it_missed_when_scale_ups_helped_a_little():
+    """e2e p95 4.0 s before each up and 3.88 s after: 1 - 3.88 / 4.0 = 0.03, a 3 % gain
+    < 10 %: it fires, and its summary names the 10 % the ups missed - not "lowered latency"
+    outright, which the 3 % in its evidence contradicts."""
+    ups = [datetime(2026, 12, 4, 10, tzinfo=UTC), datetime(2026, 12, 4, 11, tzinfo=UTC)]
+    start = END - timedelta(minutes=5 * 36)
+
+    def e2e(i):
+        at = start + timedelta(minutes=5 * i)
+        return 3.88 if any(u <= at < u + timedelta(minutes=15) for u in ups) else 4.0
+
+    events = (ScaleChange(ups[0], 4, 6), ScaleChange(ups[1], 6, 8))
+    out = rule_scaling_churn(ScalingSignals(900, events, tuple(buckets(36, e2e_p95_s=e2e))), T)
+    assert out.numbers["latency_gain_per_up"] == [0.03, 0.03]
+    assert out.summary == "None of 2 scale-ups lowered latency by 10 % or more."
 
 
 def test_scaling_churn_near_miss_scale_ups_that_help():

@@ -237,3 +237,28 @@ def test_a_display_name_another_cluster_has_is_a_400_with_its_code(admin_api):
     assert body["code"] == "cluster_name_taken"
     assert body["data"] == {"field": "name", "cluster": "first"}
     assert Cluster.objects.count() == 1
+
+
+def test_the_list_filters_as_the_clusters_page_does(admin_api, member_api):
+    """The page's FilterSet (kind, status, retiring) filters the API's list too; it answered
+    every cluster whatever was asked. Four clusters: two Slurm (one retiring, one unreachable),
+    two Kubernetes: kind=slurm gives the two Slurm ones, retiring=True the one, status=
+    unreachable the one; an unknown kind is a 400 naming it."""
+    ClusterFactory(slug="old", retiring=True)
+    ClusterFactory(slug="down", status="unreachable")
+    for slug in ("k8s-a", "k8s-b"):
+        ClusterFactory(slug=slug, kind="kubernetes", api_url=f"https://{slug}.example.com:6443",
+                       slurm_cluster_name="", credential_kind="token-file")  # fmt: skip
+
+    def slugs(client, query):
+        response = client.get(URL, query)
+        assert response.status_code == 200, response.content
+        return sorted(c["slug"] for c in response.json()["results"])
+
+    for client in (admin_api, member_api):
+        assert slugs(client, {"kind": "slurm"}) == ["down", "old"]
+        assert slugs(client, {"kind": "kubernetes"}) == ["k8s-a", "k8s-b"]
+        assert slugs(client, {"retiring": "True"}) == ["old"]
+    assert slugs(admin_api, {"status": "unreachable"}) == ["down"]
+    refused = admin_api.get(URL, {"kind": "mainframe"})
+    assert refused.status_code == 400 and "kind" in refused.json()["errors"]

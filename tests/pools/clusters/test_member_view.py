@@ -104,3 +104,43 @@ def test_the_schema_documents_both_shapes(admin_api):
             {"$ref": "#/components/schemas/ClusterMember"},
         ]
     }
+
+
+def test_a_member_filters_by_the_ok_or_degraded_the_rows_show(member_page, member_api, three):
+    """The three: Legacy unreachable and Modern with an error 5 minutes ago read *degraded*,
+    Quiet *ok*. A member's status filter offers and takes those two, on the page, its CSV and
+    the API alike; the last check's own states (``unreachable`` gave Legacy alone, reading
+    *degraded*, beside a degraded Modern it left out) are a 400 naming ``status``."""
+    page = member_page.get("/clusters/").content.decode()
+    assert '<option value="degraded">' in page and '<option value="unreachable">' not in page
+
+    def page_slugs(status):
+        response = member_page.get("/clusters/", {"status": status, "export": "csv"})
+        assert response.status_code == 200
+        text = b"".join(response.streaming_content).decode()
+        return [row["slug"] for row in csv.DictReader(io.StringIO(text))]
+
+    def api_slugs(status):
+        response = member_api.get("/api/v1/clusters/", {"status": status})
+        assert response.status_code == 200, response.content
+        return [row["slug"] for row in response.json()["results"]]
+
+    for slugs in (page_slugs, api_slugs):
+        assert slugs("degraded") == ["legacy", "modern"]
+        assert slugs("ok") == ["quiet"]
+    assert member_page.get("/clusters/", {"status": "unreachable"}).status_code == 400
+    refused = member_api.get("/api/v1/clusters/", {"status": "unreachable"})
+    assert refused.status_code == 400 and "status" in refused.json()["errors"]
+
+
+def test_a_pool_admin_filters_by_the_last_check_or_by_ok_or_degraded(admin_api, three):
+    def slugs(status):
+        return [
+            r["slug"]
+            for r in admin_api.get("/api/v1/clusters/", {"status": status}).json()["results"]
+        ]
+
+    assert slugs("unreachable") == ["legacy"]
+    assert slugs("reachable") == ["modern", "quiet"]
+    assert slugs("degraded") == ["legacy", "modern"]
+    assert slugs("ok") == ["quiet"]

@@ -72,3 +72,47 @@ def test_the_cluster_page_has_the_field_and_refuses_a_bad_url(admin_page):
         "/clusters/new/", offline_slurm_fields(prometheus_url="https://prometheus.legacy")
     )
     assert Cluster.objects.get(slug="legacy").prometheus_url == "https://prometheus.legacy"
+
+
+# A Docker Compose service, a Kubernetes Service of the same namespace: hosts of one label,
+# as the environment's PROMETHEUS_URL and SLURM_REST_URL take them (Django's own URL check
+# took only "localhost" so; "Enter a valid URL." for these).
+ONE_LABEL = {"api_url": "http://slurmrestd:6820", "prometheus_url": "http://prometheus:9090"}
+
+
+def test_the_api_takes_urls_whose_host_is_one_label(admin_api):
+    response = admin_api.post(URL, offline_slurm_fields(**ONE_LABEL), format="json")
+    assert response.status_code == 201, response.content
+    saved = Cluster.objects.get(slug="legacy")
+    assert (saved.api_url, saved.prometheus_url) == tuple(ONE_LABEL.values())
+
+    patched = admin_api.patch(
+        f"{URL}legacy/", {"prometheus_url": "https://thanos-query:10902/"}, format="json"
+    )
+    assert patched.status_code == 200, patched.content
+    assert patched.json()["prometheus_url"] == "https://thanos-query:10902/"
+
+
+def test_the_cluster_page_takes_urls_whose_host_is_one_label(admin_page):
+    response = admin_page.post("/clusters/new/", offline_slurm_fields(**ONE_LABEL))
+    assert response.status_code == 302, response.context["form"].errors
+    saved = Cluster.objects.get(slug="legacy")
+    assert (saved.api_url, saved.prometheus_url) == tuple(ONE_LABEL.values())
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        "http://12345:9090",  # a label of digits only: no host name, and no IPv4 address
+        "http://-prometheus:9090",
+        "http://prometheus-:9090",
+        "http://prom_etheus:9090",
+        f"http://{'p' * 64}:9090",  # 64 characters: a label is at most 63
+        "prometheus:9090",
+    ],
+)
+def test_a_one_label_host_is_still_a_host_name(admin_api, bad):
+    response = admin_api.post(URL, offline_slurm_fields(prometheus_url=bad), format="json")
+    assert response.status_code == 400, response.content
+    assert "prometheus_url" in response.json()["errors"]
+    assert not Cluster.objects.exists()

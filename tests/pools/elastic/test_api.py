@@ -274,6 +274,8 @@ def test_what_if_says_the_burst_both_ways_once_the_team_opted_in(
                                    "burst_pool_card_hours": "0.000", "amount": None}  # fmt: skip
     assert burst["without_burst"]["amount"] is None
     assert burst["reason"] == "the rate card has no price for one of them"
+    # priced by reserved card-hours (the factory's): its home card-hours at the burst price
+    assert (burst["home_price_basis"], burst["home_price_label"]) == ("gpu-burst", "burst price")
 
 
 def test_burst_opt_ins_through_the_api(admin_api, member_api, member, allocation):

@@ -214,11 +214,70 @@ def test_the_whatif_prices_the_same_load_with_and_without_burst(
     assert "Inference can hold 4 of these cards now" in body
     assert (
         '<tr data-burst-with><th scope="row">With burst</th><td class="num">4.000 card-h<br>'
-        '<small class="muted">at 8.00 EUR / card-hour</small></td><td class="num">4.000 card-h'
+        '<small class="muted" data-home-price>at 8.00 EUR / card-hour (burst price)</small></td>'
+        '<td class="num">4.000 card-h'
         '<br><small class="muted">at 2.90 EUR / card-hour</small></td><td class="num"><strong>'
         "43.60 EUR</strong>" in body
     )
     assert '4.000 card-h not served</small></td><td class="num"><strong>32.00 EUR' in body
+
+
+@pytest.mark.parametrize(
+    ("method", "home", "with_", "without", "why"),
+    [
+        ("used", "at 3.50 EUR / card-hour (on-use price)", "25.60", "14.00",
+         "priced on use, the cards at home at the on-use price"),
+        ("tokens", "paid by its tokens", "11.60", "0.00",
+         "priced by tokens, the cards at home cost nothing here (its tokens pay for them)"),
+    ],
+)  # fmt: skip
+def test_the_whatif_prices_the_home_cards_by_the_allocations_method(
+    admin_page, team, whatif_policy, rented, l40s, replayed, django_capture_on_commit_callbacks,
+    method, home, with_, without, why,
+):  # fmt: skip
+    """Reserved 8.00, on use 3.50, Rented 2.90 per card-hour; 4 card-hours at home, 4 in
+    Rented. On use: 4 x 3.50 = 14.00 + 4 x 2.90 = 11.60 -> 25.60 EUR, without 14.00. By
+    tokens: 0 + 11.60 = 11.60 EUR, without 0.00 (its tokens pay; the statement's home burst
+    line is 0)."""
+    rate_card_create(
+        name="m", currency="EUR", effective_from=date(2020, 1, 1),
+        gpu_prices={(l40s.pk, RateKind.GPU_RESERVED): Decimal("8.00"),
+                    (l40s.pk, RateKind.GPU_USED): Decimal("3.50")},
+        pool_prices={(RateKind.POOL_BURST, rented.pk, l40s.pk): Decimal("2.90")},
+    )  # fmt: skip
+    whatif_policy.allocation.pricing_method = method
+    whatif_policy.allocation.save(update_fields=["pricing_method"])
+    BurstOptIn.objects.create(team=team, pool=rented)
+
+    body = _whatif(admin_page, whatif_policy, django_capture_on_commit_callbacks)
+
+    assert why in body
+    assert f'<small class="muted" data-home-price>{home}</small>' in body
+    assert f'<td class="num"><strong>{with_} EUR</strong></td></tr>' in body
+    assert f'card-h not served</small></td><td class="num"><strong>{without} EUR' in body
+
+
+def test_a_whatif_stored_before_the_method_was_named_still_shows(
+    admin_page, team, whatif_policy, rented, card, replayed, django_capture_on_commit_callbacks
+):
+    """A result kept without ``home_price_basis`` / ``home_price_label`` (the burst price, as
+    every what-if was priced then) shows its price and amounts as before."""
+    from pools.elastic.models import ElasticWhatIf
+
+    BurstOptIn.objects.create(team=team, pool=rented)
+    _whatif(admin_page, whatif_policy, django_capture_on_commit_callbacks)
+    stored = ElasticWhatIf.objects.latest("pk")
+    burst = stored.result["burst"]
+    for key in ("home_price_basis", "home_price_label"):
+        del burst[key]
+    del burst["texts"]["home_price_label"]
+    stored.save(update_fields=["result"])
+
+    body = _text(admin_page.get(f"/elastic/{whatif_policy.pk}/", {"whatif": stored.pk}))
+
+    assert '<small class="muted" data-home-price>at 8.00 EUR / card-hour</small>' in body
+    assert "as the statement's burst lines charge them." in body
+    assert "<strong>43.60 EUR</strong>" in body
 
 
 def test_the_burst_whatif_without_a_rate_card_says_the_cost_is_unknown(

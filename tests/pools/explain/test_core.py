@@ -162,6 +162,8 @@ def test_other_model_of_the_same_class_and_memory_is_offered_with_its_price():
         "other_model", "h800", 40, True,
     )  # fmt: skip
     assert first["price"]["window_total"] == Decimal("16800.00")
+    # grouped as every page groups money (the budget reason beside it reads "1 535.74")
+    assert first["text"].endswith(", 16\u202f800.00 EUR for the window")
     assert first["prefill"] == {"pool": "train", "gpu_model": "h800", "card_count": 40,
                                 "cards_per_node": None, "node_count": None}  # fmt: skip
     assert {r["gpu_model"] for r in answer.where_instead} <= {"h800", "a100"}

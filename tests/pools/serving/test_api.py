@@ -161,6 +161,38 @@ def test_efficiency_per_day_and_for_the_month(api_as, team, team_member):
     assert total["input_tokens_per_card_hour"] == "360000.0"
 
 
+def test_efficiency_month_is_rounded_once_not_the_sum_of_rounded_days(api_as, team, team_member):
+    """Three UTC days of November, one 5-minute bucket each: 2 cards held, 1 busy, 1,000
+    output tokens. A day: held 2 x 300 s = 600 card-s = 0.1666.. -> "0.167" card-h, busy
+    300 card-s = 0.0833.. -> "0.083". The month: held 3 x 600 = 1,800 card-s = "0.500" card-h
+    (the three rounded days add up to 0.501), busy 900 card-s = "0.250" (not 0.249), busy share
+    0.25 / 0.5 = "0.500", output 3,000 / 0.5 = "6000.0" per card-h (3,000 / 0.501 would be
+    5988.0) - the figures the Serving panel and the dashboards' CSVs give for the month."""
+    allocation = rolled_up(team, buckets=0)
+    rows = [
+        ServingRollup.objects.create(
+            allocation=allocation, bucket_start=datetime(2026, 11, day, 12, 0, tzinfo=UTC),
+            bucket_seconds=300, cards_held=2, cards_reporting=2, cards_busy=1,
+            generation_tokens=1_000, prompt_tokens=2_000,
+        )
+        for day in (10, 11, 12)
+    ]  # fmt: skip
+    serving_coverage_note(rows)
+
+    body = (
+        api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/efficiency/?month=2026-11").json()
+    )
+
+    assert [(d["held_card_hours"], d["busy_card_hours"]) for d in body["days"]] == [
+        ("0.167", "0.083")
+    ] * 3
+    total = body["total"]
+    assert (total["held_card_hours"], total["busy_card_hours"]) == ("0.500", "0.250")
+    assert total["busy_share"] == "0.500"
+    assert total["output_tokens_per_card_hour"] == "6000.0"
+    assert total["input_tokens_per_card_hour"] == "12000.0"
+
+
 def test_efficiency_needs_a_month_in_yyyy_mm(api_as, team, team_member):
     allocation = rolled_up(team)
     response = api_as(team_member).get(f"/api/v1/serving/{allocation.pk}/efficiency/?month=11")

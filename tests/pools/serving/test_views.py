@@ -82,3 +82,38 @@ def test_the_breadcrumb_names_the_request_it_links_to(client, team, team_member)
     crumbs = re.findall(r'<a href="/requests/(\d+)/">([^<]*)</a>', nav)
     assert crumbs == [(str(allocation.request_id), f"Request #{allocation.request_id}")]
     assert f"<li>Allocation #{allocation.pk} · serving</li>" in nav
+
+
+def test_this_month_is_the_billing_month_the_dashboards_count(client, team, team_member, settings):
+    """Billing in New York: November starts at 04:00 UTC on 1 Nov (EDT, UTC-4). Two buckets of
+    2 cards x 300 s = 600 card-s = 0.167 card-h: 1 Nov 02:00 UTC (31 Oct 22:00 in New York:
+    October's) and 10 Nov 12:00 UTC. The panel's month is November in New York: 0.167 held
+    card-hours, as the team dashboard and its CSV count them - not 0.333 from 1 Nov 00:00
+    UTC."""
+    from datetime import UTC, datetime
+    from decimal import Decimal
+
+    from billing.dashboards.serving import serving_efficiency
+
+    settings.BILLING_TIME_ZONE = "America/New_York"
+    allocation = AllocationFactory(
+        team=team,
+        status=AllocationStatus.ACTIVE,
+        card_count=2,
+        starts_at=datetime(2026, 10, 1, tzinfo=UTC),
+        ends_at=datetime(2026, 12, 1, tzinfo=UTC),
+    )
+    rows = [
+        ServingRollup.objects.create(
+            allocation=allocation, bucket_start=at, cards_held=2, cards_reporting=2, cards_busy=1
+        )
+        for at in (datetime(2026, 11, 1, 2, tzinfo=UTC), datetime(2026, 11, 10, 12, tzinfo=UTC))
+    ]
+    serving_coverage_note(rows)
+    client.force_login(team_member)
+
+    usage = client.get(f"/allocations/{allocation.pk}/serving/").context["usage"]
+
+    assert usage.held_card_hours == Decimal("0.167")
+    month = serving_efficiency(allocations=[allocation], month=datetime(2026, 11, 1).date())
+    assert month[allocation.pk].usage.held_card_hours == usage.held_card_hours

@@ -215,28 +215,22 @@ def _moe_row(tp: int) -> dict:
     return {**row, "tp": tp, "gpu_count": tp}
 
 
-def test_attention_dp_is_scored_only_when_asked_and_only_for_tp_above_one(monkeypatch):
-    """The perf-overview's MoE rows name enable_attention_dp, but its printed options file
-    cannot have run as printed, so they are scored without it unless --attention-dp asks."""
-    request, _ = bench.request_for(_moe_row(8))
-    assert "dp_attention" not in request
-
-    monkeypatch.setattr(bench, "SCORE_ATTENTION_DP", [True])
+def test_the_1_0_perf_overview_moe_rows_are_scored_with_attention_dp_above_one_card():
+    """The 1.0 perf-overview's MoE rows ran with attention DP over their TP cards (the row's
+    ``attention_dp``, its notes say why): scored with dp_attention = ep = tp; one card has no
+    ranks to split."""
     request, note = bench.request_for(_moe_row(8))
     assert request["dp_attention"] == request["ep"] == 8
     assert "attention DP" in note
     single, _ = bench.request_for(_moe_row(1))
     assert "dp_attention" not in single
-
-
-def test_bands_are_never_written_from_attention_dp_scoring(monkeypatch, capsys):
-    monkeypatch.setattr("sys.argv", ["sizing.py", "--attention-dp", "--write-bands"])
-
-    with pytest.raises(SystemExit) as exit_info:
-        bench.main()
-
-    assert exit_info.value.code == 2
-    assert bench.SCORE_ATTENTION_DP == [False]
+    rows = [
+        row
+        for row in bench.load_rows([bench.DATASET_2026_MOE])
+        if row["id"].startswith("trt10_") and row["tp"] > 1
+    ]
+    assert len(rows) == 70
+    assert all(row["attention_dp"] is True and row["ep"] == row["tp"] for row in rows)
 
 
 def test_the_published_engine_regression_names_llama_4_on_hopper_in_its_releases_only():

@@ -173,11 +173,12 @@ def test_padding_rows_per_step_by_hand():
     )
 
 
-def test_a_pytorch_backend_step_multiplies_its_padded_batch():
+def test_a_pytorch_backend_step_multiplies_its_padded_batch(monkeypatch):
     """Qwen3-30B-A3B NVFP4 on one B200, 1,470 sequences of 128 in / 2,048 out: compute bound
     (hard roofline), so the padded profile's GEMM time is the unpadded one's plus the multiplies
     and expert activations of the padding rows (1,536 - 1,470 of them on the steps that run a
-    graph)."""
+    graph). Balanced routing (the router's skew, tests/pools/sizing/test_routing.py, held at 1)."""
+    monkeypatch.setattr("pools.sizing.throughput.skew_factor", lambda **_: 1.0)
     padded_profile = replace(engine_profile("tensorrt-llm-pytorch"), gemm_overlap_exponent=None)
     plain_profile = replace(padded_profile, cuda_graph_batch_sizes=())
     model, gpu = model_preset("qwen3_30b_a3b"), gpu_spec("b200")

@@ -443,7 +443,29 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
     assert fp8_text.startswith(
         "50 % of tensor peak (block-scaled FP8 experts on Hopper cards: 23.9 % of the FP8 peak"
     )
-    assert re.search(shares, per_tensor, re.S).group(1) == "50 % of tensor peak"
+    per_tensor_text = re.search(shares, per_tensor, re.S).group(1)
+    assert per_tensor_text.startswith("50 % of tensor peak; its routed")
+    assert "skewed router" not in dense_text
+
+
+def test_the_footnote_gives_the_routing_skew_of_a_mixture_of_experts(fleet, member_page):
+    """A mixture of experts' routed experts are costed as the busiest card under a skewed router
+    (pools/sizing/routing.py): Qwen3-30B-A3B (exponent 1.2) 1.112 on one card, 1.764 over eight
+    ranks; DeepSeek-V3 (1.01) 1.089 and 1.521; a dense model none."""
+    moe = {**QWEN_72B, "model": "qwen3_30b_a3b", "precision": "FP8", "gpu_models": "h100_sxm"}
+    shares = r'<span id="compute-shares">(.*?)</span>'
+    qwen = re.search(shares, _htmx(member_page, "/sizing/", moe).content.decode(), re.S).group(1)
+    deepseek = _htmx(member_page, "/sizing/", {**moe, "model": "deepseek_v3"}).content.decode()
+
+    assert (
+        "its routed experts multiply and move their activations as the busiest card does under a "
+        "skewed router, 1.11× as long as under even routing on one card, up to 1.76× over eight "
+        "expert-parallel cards"
+    ) in qwen
+    deepseek_text = re.search(shares, deepseek, re.S).group(1)
+    assert "1.09× as long as under even routing on one card, up to 1.52× over eight" in (
+        deepseek_text
+    )
 
 
 def test_a_link_naming_some_inputs_keeps_the_defaults_for_the_rest(fleet, member_page):

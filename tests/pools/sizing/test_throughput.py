@@ -458,8 +458,9 @@ def test_a_moe_step_streams_its_routed_rows_and_a_dense_step_does_not():
         precision=precision_parse("NVFP4"),
         tokens=qwen.tokens_per_step,
     )
-    # B200: 8,000 GB/s x the bandwidth efficiency.
-    expected_ms = (hidden + intermediate) / (8000e9 * BANDWIDTH_EFFICIENCY) * 1e3
+    # B200: 8,000 GB/s x the bandwidth efficiency; x 1.112, the one-card routing skew of a
+    # router of exponent 1.2 (pools/sizing/routing.py).
+    expected_ms = 1.112 * (hidden + intermediate) / (8000e9 * BANDWIDTH_EFFICIENCY) * 1e3
     assert qwen.moe_glue_ms == pytest.approx(expected_ms)
     assert qwen.gemm_ms > qwen.moe_glue_ms > 0
     assert replica(batch=64).moe_glue_ms == 0
@@ -554,20 +555,22 @@ def test_a_compute_bound_nvfp4_moe_prefill_runs_its_routed_experts_at_the_moe_ke
     # experts x 3 x 2,048 x 768 = 1,811,939,328 parameters a token; the other linears: 3,353,020,416
     # active - 151,936 x 2,048 embedding - the routed = 1,229,918,720. Attention: 2 x 48 layers x
     # 32 heads x 128 x 4,000^2 FLOPs at the 16-bit rate (2,250 TFLOPS x 0.5). The other linears
-    # at the published dense NVFP4 GEMM rate, 3,039 TFLOPS (vLLM pull request 20646).
+    # at the published dense NVFP4 GEMM rate, 3,039 TFLOPS (vLLM pull request 20646). The
+    # routed multiplies and their activation traffic x 1.112, the one-card routing skew of a
+    # router of exponent 1.2 (pools/sizing/routing.py).
     tokens = 4000
     routed = 48 * 8 * 3 * 2048 * 768
     assert routed == 1_811_939_328
     other = 3_353_020_416 - 151_936 * 2048 - routed
     compute_s = (
         2 * other * tokens / 3039e12
-        + 2 * routed * tokens / 1262e12
+        + 2 * routed * tokens * 1.112 / 1262e12
         + 2 * 48 * 32 * 128 * tokens**2 / (2250e12 * COMPUTE_EFFICIENCY)
     )
     nvfp4 = precision_parse("NVFP4")
     qwen = model_preset("qwen3_30b_a3b")
     estimate = replica("qwen3_30b_a3b", gpu="b200", precision=nvfp4, kv_bits=8, input_tokens=tokens)
-    glue_s = moe_glue_s(
+    glue_s = 1.112 * moe_glue_s(
         model=qwen,
         precision=nvfp4,
         tokens=tokens,
