@@ -40,6 +40,7 @@ from pools.web.pages import (
     form_add_domain_errors,
     form_add_errors,
     pool_admin_required,
+    whole_number,
 )
 
 MAINTENANCE_COLUMNS = [
@@ -71,7 +72,8 @@ def maintenance_list(request):
 
 
 def _acknowledged(request) -> list[int]:
-    return [int(v) for v in request.POST.getlist("acknowledged") if v.isdigit()]
+    ids = (whole_number(v) for v in request.POST.getlist("acknowledged"))
+    return [pk for pk in ids if pk is not None]
 
 
 @pool_admin_required

@@ -64,6 +64,7 @@ from pools.web.pages import (
     form_add_domain_errors,
     pool_admin_required,
     refuse_export,
+    whole_number,
 )
 
 FINDING_COLUMNS = [
@@ -393,7 +394,7 @@ def _exemption_granted(request, exemption_form: ExemptionForm) -> bool:
 
 def _exemption_revoke(request) -> None:
     """Revoke the posted exemption (404 when unknown); the outcome as a message."""
-    exemption = get_object_or_404(Exemption, pk=request.POST.get("exemption"))
+    exemption = get_object_or_404(Exemption, pk=whole_number(request.POST.get("exemption")))
     try:
         exemption_revoke(exemption=exemption, actor=request.user)
     except DomainError as exc:
@@ -509,7 +510,7 @@ def _what_if_queue(request, pool: Pool, policy: ReclamationPolicy | None):
         whatif = reclamation_whatif_queue(
             pool=pool, actor=request.user,
             overrides={name: form.cleaned_data[name] for name in OVERRIDABLE},
-            days=int(raw_days) if raw_days.isascii() and raw_days.isdigit() else raw_days,
+            days=raw_days if (days := whole_number(raw_days)) is None else days,
         )  # fmt: skip
     except DomainError as exc:
         form_add_domain_errors(form, exc, name_other_fields=True)
@@ -521,10 +522,10 @@ def _what_if_queue(request, pool: Pool, policy: ReclamationPolicy | None):
 def _what_if(request, pool: Pool) -> dict | None:
     """The queued what-if ``?whatif=<id>`` of this pool (``None``: none asked, or another
     pool's): the run and, once done, its result with datetimes parsed."""
-    raw = request.GET.get("whatif", "")
-    if not (raw.isascii() and raw.isdigit()):
+    pk = whole_number(request.GET.get("whatif", ""))
+    if pk is None:
         return None
-    run = selectors.reclamation_whatif_list().filter(pool=pool, pk=raw).first()
+    run = selectors.reclamation_whatif_list().filter(pool=pool, pk=pk).first()
     if run is None:
         return None
     result = dict(run.result) if run.status == "done" else None

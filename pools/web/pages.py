@@ -37,6 +37,16 @@ PAGE_DIGITS_MAX = 18
 """Digits a page number may have before it is past the end of any list (10^18 rows)."""
 
 
+def whole_number(raw: str | None) -> int | None:
+    """``raw`` (a query or form value) as a whole number when it is one ASCII digits long
+    and at most :data:`PAGE_DIGITS_MAX` digits (below a bigint's limit, so it can be a row's id
+    and be compared with one); ``None`` otherwise. ``str.isdigit()`` alone lets through "²",
+    which ``int()`` refuses, and 5,000 digits, which ``int()`` refuses past 4,300."""
+    if raw and raw.isascii() and raw.isdigit() and len(raw) <= PAGE_DIGITS_MAX:
+        return int(raw)
+    return None
+
+
 def pool_admin_required(view):
     """Pool admins only: others get the portal's 403 page (not the Django admin login)."""
 

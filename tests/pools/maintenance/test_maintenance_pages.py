@@ -56,6 +56,21 @@ def test_confirm_without_the_collisions_seen_shows_them_again(admin_page, team, 
     assert not MaintenanceWindow.objects.exists()
 
 
+@pytest.mark.parametrize("garbage", ["²", "9" * 5000])
+def test_acknowledged_ids_that_are_no_numbers_are_not_acknowledgements(
+    admin_page, team, infer_pool, l40s, garbage
+):
+    """A "²" is a digit to ``str.isdigit()`` and 5,000 digits are more than ``int()`` reads:
+    both were a 500 on confirm. Not ids, so nothing acknowledged: the collision is shown again
+    and nothing saved."""
+    t = next_week_9am()
+    AllocationFactory(team=team, pool=infer_pool, gpu_model=l40s, card_count=6,
+                      starts_at=t + H, ends_at=t + 5 * H)  # fmt: skip
+    page = admin_page.post("/maintenance/new/", form(t, step="confirm", acknowledged=[garbage]))
+    assert page.status_code == 200 and "changed since the check" in page.content.decode()
+    assert not MaintenanceWindow.objects.exists()
+
+
 def test_bad_input_is_shown_by_field(admin_page, infer_pool):
     t = next_week_9am()
     page = admin_page.post("/maintenance/new/", form(t, hostnames="nope-1", step="preview"))

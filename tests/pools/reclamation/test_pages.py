@@ -291,6 +291,21 @@ def test_revoke_an_exemption_from_the_policies_page(admin_page, member_page, fin
     )
 
 
+@pytest.mark.parametrize("exemption", ["abc", "", "9" * 5000, "²", "-1"])
+def test_revoking_an_exemption_id_that_is_no_number_is_a_404(admin_page, findings, exemption):
+    """``?exemption=abc`` reached the ORM as the id ("Field 'id' expected a number"): a 500;
+    now the 404 of an unknown exemption, nothing revoked."""
+    mine, _ = findings
+    kept = Exemption.objects.create(
+        allocation=mine.allocation, reason="demo", expires_at=timezone.now() + timedelta(days=2)
+    )
+    response = admin_page.post("/idle/policies/", {"kind": "revoke", "exemption": exemption})
+    assert response.status_code == 404
+    kept.refresh_from_db()
+    assert kept.expires_at > timezone.now()
+    assert not AuditEvent.objects.filter(action="exemption.revoked").exists()
+
+
 def test_exemption_form_errors_open_the_form(admin_page, findings):
     team = findings[0].allocation.team
     neither = admin_page.post(

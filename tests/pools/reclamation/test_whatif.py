@@ -549,3 +549,25 @@ def test_an_allocation_holding_no_cards_then_is_not_replayed(shrunk):
     assert (row.first_idle, row.would_reclaim_at, row.cards_reclaimed) == (
         NOW - timedelta(hours=2), None, 0,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("days", ["9" * 5000, "9" * 19])
+def test_days_with_more_digits_than_a_number_has_is_a_form_error(admin_page, world, days):
+    """``int()`` refuses a 5,000-digit text (over 4,300 digits): it was a 500. Any number of
+    digits past 18 is far past 30 days: the range's message, nothing queued."""
+    page = admin_page.post("/idle/policies/", {"kind": "whatif", "pool_slug": "infer",
+                                               "days": days})  # fmt: skip
+    assert page.status_code == 200
+    assert page.context["form"].errors == {
+        "__all__": ["Days: A whole number of days from 1 to 30."]
+    }
+    assert not ReclamationWhatIf.objects.exists()
+
+
+@pytest.mark.parametrize("whatif", ["9" * 5000, "9" * 19, "²", "-1", "abc"])
+def test_a_what_if_id_that_is_no_row_id_shows_the_page_without_one(admin_page, world, whatif):
+    """``?whatif=`` of 5,000 digits (``int()`` refuses it) or "²" (a digit to ``isdigit()``)
+    was a 500; now, like an unknown id, the page without a what-if."""
+    page = admin_page.get("/idle/policies/", {"pool": "infer", "whatif": whatif})
+    assert page.status_code == 200
+    assert "data-whatif-totals" not in page.content.decode()

@@ -21,6 +21,7 @@ from pools.web.pages import (
     form_add_errors,
     minute_text,
     redirect_back,
+    whole_number,
 )
 
 
@@ -121,3 +122,24 @@ def test_redirect_back_goes_to_a_path_of_this_site_or_the_fallback(rf, next_, lo
     request = rf.post("/advisor/2/acknowledge/", {"next": next_})
     response = redirect_back(request, "pools:advisor-findings")
     assert (response.status_code, response["Location"]) == (302, location)
+
+
+@pytest.mark.parametrize(
+    ("raw", "number"),
+    [
+        ("7", 7),
+        ("007", 7),
+        ("9" * 18, 999_999_999_999_999_999),  # 18 digits: below a bigint's 9.22 × 10^18
+        ("9" * 19, None),
+        ("9" * 5000, None),  # int() refuses over 4,300 digits
+        ("²", None),  # str.isdigit() says yes, int() no
+        ("٣", None),  # Arabic-Indic three: int() reads it, a form would not
+        ("-1", None),
+        ("1.0", None),
+        (" 1", None),
+        ("", None),
+        (None, None),
+    ],
+)
+def test_whole_number_reads_ascii_digits_a_row_id_can_hold(raw, number):
+    assert whole_number(raw) == number
