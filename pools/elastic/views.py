@@ -31,7 +31,13 @@ from pools.elastic.services import (
 from pools.tenancy.permissions import may_administer_pools, may_manage_elastic
 from pools.tenancy.selectors import managed_team_list, team_list
 from pools.web.csv_numbers import card_hours_csv
-from pools.web.pages import Column, checked_export, csv_response, form_add_domain_errors
+from pools.web.pages import (
+    Column,
+    checked_export,
+    csv_response,
+    form_add_domain_errors,
+    whole_number,
+)
 
 CHART_SPAN = timedelta(hours=24)
 
@@ -218,7 +224,7 @@ def _whatif_queue(request, policy):
     try:
         whatif = elastic_whatif_queue(
             policy=policy, actor=request.user, source=trial.source or None, fields=fields,
-            days=int(raw_days) if raw_days.isascii() and raw_days.isdigit() else raw_days,
+            days=raw_days if (days := whole_number(raw_days)) is None else days,
         )  # fmt: skip
     except DomainError as exc:
         form_add_domain_errors(trial, exc, name_other_fields=True)
@@ -230,10 +236,10 @@ def _whatif_queue(request, policy):
 def _whatif(request, policy) -> dict | None:
     """The queued what-if ``?whatif=<id>`` of this policy (``None``: none asked, or not one of
     this policy's): the run, its result and the span it covers as datetimes and in words."""
-    raw = request.GET.get("whatif", "")
-    if not (raw.isascii() and raw.isdigit()):
+    pk = whole_number(request.GET.get("whatif"))
+    if pk is None:
         return None
-    run = selectors.elastic_whatif_list(user=request.user).filter(policy=policy, pk=raw).first()
+    run = selectors.elastic_whatif_list(user=request.user).filter(policy=policy, pk=pk).first()
     if run is None:
         return None
     trial = run.params.get("fields") or {}
