@@ -1546,6 +1546,9 @@ def replica_throughput(
             serial_prefill_s = (
                 batch * serial_share * tokens_per_pass / output_tokens * prefill_alone_s
             )
+        # Of the prompts run alone, a sequence's own (1 / batch of them) runs before its first
+        # token; the others' run between its tokens, so its time per output token holds them.
+        others_prefill_s = serial_prefill_s * (1 - min(1.0, 1.0 / batch) / serial_share)
         return {
             "tokens": tokens,
             "padding_tokens": padding,
@@ -1558,6 +1561,7 @@ def replica_throughput(
             "all_to_all_step_s": all_to_all_step_s,
             "decode_step_s": decode_step_s,
             "serial_prefill_s": serial_prefill_s,
+            "between_tokens_s": decode_step_s + others_prefill_s,
             "step_s": decode_step_s + serial_prefill_s,
         }
 
@@ -1602,7 +1606,7 @@ def replica_throughput(
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
         serial_prefill_ms=serial_prefill_s * 1e3,
-        tpot_ms=decode_step_s / per_pass * 1e3,
+        tpot_ms=chosen["between_tokens_s"] / per_pass * 1e3,
         ttft_ms=None if ttft_s is None else ttft_s * 1e3,
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / tp,
@@ -1642,6 +1646,7 @@ def _speculative_step(step, plain: dict, batch: float, speculation: Speculation)
     best = {
         **best,
         "decode_step_s": best["decode_step_s"] + draft_s,
+        "between_tokens_s": best["between_tokens_s"] + draft_s,
         "step_s": best["step_s"] + draft_s,
     }
     if best["step_s"] / expected < plain["step_s"]:
