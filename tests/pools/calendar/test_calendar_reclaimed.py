@@ -26,12 +26,13 @@ def shrunk(settings, infer_pool, l40s):
     cards from Mon 01:00 to Wed 00:00, shrunk to 1 at Mon 06:00 (its ``card_count`` now 1);
     vision's 2 cards Mon 04:00-08:00."""
     settings.TIME_ZONE = "UTC"
-    kept = AllocationFactory(team=TeamFactory(slug="nlp", name="nlp"), pool=infer_pool, gpu_model=l40s,
+    nlp, vision = TeamFactory(slug="nlp", name="nlp"), TeamFactory(slug="vision", name="vision")
+    kept = AllocationFactory(team=nlp, pool=infer_pool, gpu_model=l40s,
                              card_count=1, starts_at=at(18, 1), ends_at=at(20, 0))  # fmt: skip
     IdleFindingFactory(allocation=kept, first_seen_at=at(18, 5), last_seen_at=at(18, 6),
                        reclaimed_at=at(18, 6), closed_at=at(18, 6), card_count=4,
                        cards_in_use=1, state=IdleFindingState.RECLAIMED)  # fmt: skip
-    AllocationFactory(team=TeamFactory(slug="vision", name="vision"), pool=infer_pool, gpu_model=l40s,
+    AllocationFactory(team=vision, pool=infer_pool, gpu_model=l40s,
                       card_count=2, starts_at=at(18, 4), ends_at=at(18, 8))  # fmt: skip
     return infer_pool, l40s
 
