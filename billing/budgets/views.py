@@ -51,9 +51,17 @@ def _hours(dimension) -> Decimal | None:
 
 
 def _money(dimension) -> Decimal | None:
+    """Money used, to the currency's minor unit as pages and the other CSVs write money
+    (:func:`billing.pricing.round_money`, the currency in its own column); None when unknown."""
     if dimension is None or dimension.used is None:
         return None
     return round_money(dimension.used, dimension.unit)
+
+
+def _money_limit(dimension) -> Decimal | None:
+    """The money limit as :func:`_money` writes money: the column keeps 4 decimals
+    (``1234.5000``), the page shows ``1 234.50 EUR``; None without a money limit."""
+    return None if dimension is None else round_money(dimension.limit, dimension.unit)
 
 
 CSV_COLUMNS = [
@@ -66,7 +74,7 @@ CSV_COLUMNS = [
     Column("enforcement", lambda s: s.budget.enforcement),
     Column("card_hours_limit", lambda s: s.card_hours.limit if s.card_hours else None),
     Column("card_hours_used", lambda s: _hours(s.card_hours)),
-    Column("money_limit", lambda s: s.money.limit if s.money else None),
+    Column("money_limit", lambda s: _money_limit(s.money)),
     Column("money_used", lambda s: _money(s.money)),
     Column("currency", lambda s: s.budget.currency or None),
     Column("percent", lambda s: s.percent),

@@ -22,6 +22,7 @@ from pools.calendar.week import (
     LAST_YEAR,
     Hold,
     free_per_day,
+    held_moved,
     local_midnight,
     maintenance_holds,
     week_holds,
@@ -80,15 +81,16 @@ class MonthDay:
 def count_holds(holds: list[Hold], bounds: list) -> list[tuple[int, int]]:
     """``(allocations, occurrences, maintenance windows)`` among ``holds`` overlapping each day
     ``[bounds[i], bounds[i + 1])`` (compared as Unix seconds: aware datetimes of two zones
-    compare slowly, and a month has ~1,700 holds on the bench)."""
-    spans = [(h.starts_at.timestamp(), h.ends_at.timestamp(), h.kind) for h in holds]
+    compare slowly, and a month has ~1,700 holds on the bench). An allocation counts once a day
+    however many holds its cards' pieces make (:func:`pools.calendar.week.week_holds`)."""
+    spans = [(h.starts_at.timestamp(), h.ends_at.timestamp(), h.kind, h.ref) for h in holds]
     edges = [b.timestamp() for b in bounds]
     counts = []
     for lo, hi in pairwise(edges):
-        inside = [kind for s, e, kind in spans if s < hi and e > lo]
-        counts.append(
-            (inside.count("allocation"), inside.count("recurring"), inside.count("maintenance"))
-        )
+        inside = [(kind, ref) for s, e, kind, ref in spans if s < hi and e > lo]
+        kinds = [kind for kind, _ in inside]
+        allocations = len({ref for kind, ref in inside if kind == "allocation"})
+        counts.append((allocations, kinds.count("recurring"), kinds.count("maintenance")))
     return counts
 
 
@@ -99,9 +101,11 @@ def month_days(*, pool, gpu_model, first: date) -> list[MonthDay]:
     last = next_month(first)
     count = (last - first).days
     bounds = [local_midnight(first + timedelta(days=i)) for i in range(count + 1)]
-    holds = week_holds(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
-    holds += maintenance_holds(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
-    free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds)
+    span = {"pool": pool, "gpu_model": gpu_model, "start": bounds[0], "end": bounds[-1]}
+    moved = held_moved(**span)
+    holds = week_holds(**span, moved=moved)
+    holds += maintenance_holds(**span)
+    free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds, moved=moved)
     counts = count_holds(holds, bounds)
     days = []
     for i in range(count):

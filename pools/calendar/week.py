@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from pools.capacity.arithmetic import peaks_per_span
 from pools.capacity.availability import held_intervals, pool_free_cards
-from pools.capacity.selectors import intervals_as_held
+from pools.capacity.selectors import cards_moved_since, intervals_as_held
 from pools.capacity.window import (
     WindowHolds,
     held_allocations,
@@ -87,29 +87,56 @@ def local_midnight(day: date) -> datetime:
     return datetime.combine(day, time(), tzinfo=timezone.get_current_timezone())
 
 
+def held_moved(*, pool, gpu_model, start, end) -> list:
+    """The allocations of whole cards of the pool × model that held cards in ``[start, end)``
+    and whose cards a reclamation changed after ``start`` (shrunk, ended, or undone), each
+    with the pieces ``(start, end, cards)`` of what it held
+    (:func:`pools.capacity.selectors.cards_moved_since`): read once for a calendar's holds
+    (:func:`week_holds`) and its free cards (:func:`free_per_day`). One query when none
+    changed, two when some did."""
+    held = held_allocations(pool=pool, gpu_model=gpu_model, start=start, end=end)
+    return cards_moved_since(held, start)
+
+
 def week_holds(
-    *, pool, gpu_model, start, end, team_names: dict[int, str] | None = None
+    *,
+    pool,
+    gpu_model,
+    start,
+    end,
+    team_names: dict[int, str] | None = None,
+    moved: list | None = None,
 ) -> list[Hold]:
     """Allocations of whole cards of the pool × model that held cards in ``[start, end)``
     (:func:`pools.capacity.window.held_allocations`: holding ones, and those ended or reclaimed
     up to their end, as :func:`free_per_day` counts them) and recurring occurrences there, by
     start; a team not in ``team_names`` (those the reader may see) reads :data:`OTHER_TEAMS`,
-    its holds marked ``other_team``. Two queries."""
+    its holds marked ``other_team``. An allocation a reclamation changed after ``start``
+    (``moved``, :func:`held_moved`, read here when not given) is one hold per piece of the
+    cards it held in the window, as :func:`free_per_day` counts it: shrunk from 4 cards to 1
+    at 06:00 and released at 10:00, it holds 4 until 06:00 and 1 from 06:00 to 10:00, not 1
+    throughout (its ``card_count`` now); a piece of 0 cards (ended by a reclamation, later
+    undone) holds nothing. Two queries, three or four without ``moved``."""
     team_names = team_names or {}
+    if moved is None:
+        moved = held_moved(pool=pool, gpu_model=gpu_model, start=start, end=end)
+    pieces = {a.pk: spans for a, spans in moved}
     holds = [
         Hold(
             "allocation",
             a.pk,
             team_names.get(a.team_id, OTHER_TEAMS),
-            a.card_count,
-            a.starts_at,
-            a.ends_at,
+            cards,
+            starts_at,
+            ends_at,
             a.workload_class.name if a.workload_class else "",
             a.team_id not in team_names,
         )
         for a in held_allocations(
             pool=pool, gpu_model=gpu_model, start=start, end=end
         ).select_related("workload_class")
+        for starts_at, ends_at, cards in pieces.get(a.pk, [(a.starts_at, a.ends_at, a.card_count)])
+        if cards and starts_at < end and ends_at > start
     ]
     rules = RecurringReservation.objects.holding(
         pool_id=pool.pk, gpu_model_id=gpu_model.pk, start=start, end=end
@@ -138,7 +165,9 @@ def maintenance_holds(*, pool, gpu_model, start, end) -> list[Hold]:
     ]
 
 
-def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
+def free_per_day(
+    *, pool, gpu_model, bounds: list[datetime], moved: list | None = None
+) -> list[int]:
     """Free cards over each day ``[bounds[i], bounds[i + 1])``:
     :func:`pool_free_cards` of the day, given the day's peak of what held cards over the whole
     span (:func:`held_intervals`, read once; each day's peak by
@@ -147,14 +176,17 @@ def free_per_day(*, pool, gpu_model, bounds: list[datetime]) -> list[int]:
     counts it: an allocation ended or reclaimed early counts its cards until its end (at 06:00
     today: today's hours before 06:00), and the hours before a reclamation changed an
     allocation's cards count the cards it held then
-    (:func:`pools.capacity.selectors.intervals_as_held`). From now on the count is the
-    approval's (an ended allocation's end is never after now). Five queries (the generation,
-    the allocations, the recurring rules, the maintenance windows, the allocations a
-    reclamation changed in the span; one more when there are any), whatever the number of days
+    (:func:`pools.capacity.selectors.intervals_as_held`; ``moved``: :func:`held_moved` of the
+    span when the caller read it). From now on the count is the approval's (an ended
+    allocation's end is never after now). Five queries (the generation, the allocations, the
+    recurring rules, the maintenance windows, the allocations a reclamation changed in the
+    span; one more when there are any; one fewer with ``moved``), whatever the number of days
     or allocations."""
     generation = inventory_generation()
     span = {"pool": pool, "gpu_model": gpu_model, "start": bounds[0], "end": bounds[-1]}
-    intervals = intervals_as_held(held_intervals(**span), held_allocations(**span), since=bounds[0])
+    intervals = intervals_as_held(
+        held_intervals(**span), held_allocations(**span), since=bounds[0], moved=moved
+    )
     free = []
     for (start, end), (peak, _) in zip(
         pairwise(bounds), peaks_per_span(intervals, bounds), strict=True
@@ -170,12 +202,12 @@ def week_days(*, pool, gpu_model, monday: date, team_names: dict[int, str]) -> l
     """The seven days from ``monday``: free cards over each local day and its holds, planned
     maintenance windows among them."""
     bounds = [local_midnight(monday + timedelta(days=i)) for i in range(8)]
-    holds = week_holds(
-        pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1], team_names=team_names
-    )
-    holds += maintenance_holds(pool=pool, gpu_model=gpu_model, start=bounds[0], end=bounds[-1])
+    span = {"pool": pool, "gpu_model": gpu_model, "start": bounds[0], "end": bounds[-1]}
+    moved = held_moved(**span)
+    holds = week_holds(**span, team_names=team_names, moved=moved)
+    holds += maintenance_holds(**span)
     holds.sort(key=lambda h: (h.starts_at, h.kind, h.ref))
-    free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds)
+    free = free_per_day(pool=pool, gpu_model=gpu_model, bounds=bounds, moved=moved)
     days = []
     for i in range(7):
         start, end = bounds[i], bounds[i + 1]

@@ -380,17 +380,32 @@ def peaks_as_held(
     return out
 
 
+def cards_moved_since(allocations: QuerySet, since: datetime) -> list[tuple[Any, list]]:
+    """The allocations of ``allocations`` whose cards a reclamation changed after ``since`` to
+    another count than their ``card_count`` at some time, each with the pieces ``(start, end,
+    cards)`` of the cards it held over its window (:func:`card_pieces_changed_since`). One
+    query when none changed, two when some did."""
+    return _moved(card_pieces_changed_since(allocations, since))
+
+
 def intervals_as_held(
-    intervals: list[tuple[datetime, datetime, int]], allocations: QuerySet, *, since
+    intervals: list[tuple[datetime, datetime, int]],
+    allocations: QuerySet,
+    *,
+    since,
+    moved: list[tuple[Any, list]] | None = None,
 ) -> list[tuple[datetime, datetime, int]]:
     """``intervals`` (``(starts_at, ends_at, cards)``, each allocation of ``allocations`` among
     them with its latest ``card_count`` over its whole window, as
     :func:`pools.capacity.availability.holding_intervals` gives them) with each allocation a
     reclamation changed after ``since`` in the pieces of the cards it held then
-    (:func:`card_pieces_changed_since`): its own interval taken out (one equal to it), its
-    pieces put in. One query when none changed, two when some did."""
+    (:func:`cards_moved_since`; ``moved`` when the caller read it already): its own interval
+    taken out (one equal to it), its pieces put in. One query when none changed, two when some
+    did, none when ``moved`` is given."""
     out = list(intervals)
-    for a, pieces in _moved(card_pieces_changed_since(allocations, since)):
+    if moved is None:
+        moved = cards_moved_since(allocations, since)
+    for a, pieces in moved:
         whole = (a.starts_at, a.ends_at, a.card_count)
         if whole in out:
             out.remove(whole)

@@ -17,77 +17,22 @@ from pathlib import Path
 import pytest
 from browser_support import count_htmx_requests, log_in, settled
 from django.core.management import call_command
-from django.urls import URLPattern, URLResolver, get_resolver
+from pages_support import ACTIONS
+from pages_support import PAGES as SHARED_PAGES
+from pages_support import routes as all_routes
 
 pytestmark = pytest.mark.browser
 
 ROOT = Path(__file__).resolve().parents[2]
 
-# Each page's route and the path opened for it ({request}, {elastic}, {estimate}: demo ids).
+# Each page's route and the path opened for it (tests/pages_support.py; {name}: the demo's ids,
+# _demo_ids). Chosen here: the cluster that holds pools, and the live panel with a request.
 PAGES = {
-    "": "/",
-    "nodes/": "/nodes/",
-    "nodes/<str:hostname>/": "/nodes/trn-a100-01/",
-    "gpus/": "/gpus/",
-    "gpu-models/": "/gpu-models/",
-    "gpu-models/new/": "/gpu-models/new/",
-    "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
-    "pools/": "/pools/",
-    "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
-    "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
-    "clusters/": "/clusters/",
-    "clusters/new/": "/clusters/new/",
-    "clusters/<slug:slug>/edit/": "/clusters/slurm-legacy/edit/",
+    **SHARED_PAGES,
     # the demo's training cluster holds pools: the page lists them and offers no delete
     "clusters/<slug:slug>/delete/": "/clusters/env-slurm/delete/",
-    "maintenance/": "/maintenance/",  # the demo's driver-upgrade waves
-    "maintenance/new/": "/maintenance/new/",
-    "maintenance/waves/": "/maintenance/waves/",
-    "maintenance/<int:pk>/": "/maintenance/{maintenance}/",  # wave 1, with its sibling waves
-    "maintenance/<int:pk>/cancel/": "/maintenance/{maintenance}/cancel/",
-    "classes/": "/classes/",  # the demo's classes and the cards they hold
-    "overrides/": "/overrides/",  # the demo's override in force
-    "overrides/new/": "/overrides/new/",
-    "unrecognised-models/": "/unrecognised-models/",
-    "inventory/import/": "/inventory/import/",
-    "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",  # a background import, done
-    "scheduler/drift/": "/scheduler/drift/",
-    "idle/": "/idle/",
-    "idle/policies/": "/idle/policies/",
-    "elastic/": "/elastic/",
-    "advisor/": "/advisor/",  # the demo's findings (six rules)
-    "allocations/<int:pk>/findings/": "/allocations/{serving}/findings/",
-    "teams/<slug:slug>/findings/": "/teams/nlp/findings/",
-    "elastic/<int:pk>/": "/elastic/{elastic}/",
-    "elastic/burst/": "/elastic/burst/",  # the demo team's opt-in, with its price
-    "elastic/burst/<int:pk>/opt-out/": "/elastic/burst/{burst_opt_in}/opt-out/",
-    "teams/mine/": "/teams/mine/",
-    "requests/": "/requests/",
-    "requests/new/": "/requests/new/",
-    "requests/queue/": "/requests/queue/",
-    "requests/<int:pk>/": "/requests/{request}/",
-    "requests/<int:pk>/explanation/": "/requests/{request}/explanation/",
     # the form's live panel opened directly: a page of its own (30 L40S, more than are free)
     "requests/explain/": "/requests/explain/?{explain_fields}",
-    "allocations/": "/allocations/",
-    "allocations/<int:pk>/serving/": "/allocations/{serving}/serving/",  # recorded demo series
-    # what it serves: the linked estimate, and the form a manager links another with
-    "allocations/<int:pk>/serving/estimate/": "/allocations/{serving}/serving/estimate/",
-    "timeline/": "/timeline/",
-    "sizing/": "/sizing/",
-    "sizing/estimates/": "/sizing/estimates/",
-    "sizing/estimates/<int:pk>/": "/sizing/estimates/{estimate}/",
-    "costs/": "/costs/",
-    "costs/budgets/": "/costs/budgets/",  # the demo team near its budget
-    "costs/budgets/new/": "/costs/budgets/new/",
-    "costs/budgets/<int:pk>/edit/": "/costs/budgets/{budget}/edit/",
-    "costs/finance/<str:month>/": "/costs/finance/2026-10/",
-    "costs/<slug:team>/<str:month>/": "/costs/nlp/2026-10/",
-    "costs/token-flow/<slug:team>/": "/costs/token-flow/nlp/",  # demo agent tasks, retries
-    "dashboard/": "/dashboard/",  # with stranded capacity, forecast and heatmap
-    "teams/<slug:slug>/dashboard/": "/teams/nlp/dashboard/",
-    "teams/<slug:slug>/waiting/": "/teams/nlp/waiting/",  # Slurm and Kueue waiting work
-    "teams/<slug:slug>/calendar/": "/teams/nlp/calendar/",  # the demo's secret feed link
     "api/docs/": "/api/docs/",
     "login/": "/login/",  # opened signed in: the form, with the navigation
 }
@@ -103,7 +48,7 @@ VARIANTS = [
     "/pools/infer-k8s/l40s/calendar/?month=",  # the month view
     "/driver-groups/550/calendar/?month=",
     "/advisor/?severity=critical&ordering=team",
-    "/allocations/{serving}/serving/?span=7d",
+    "/allocations/{allocation}/serving/?span=7d",
     "/clusters/k8s-rented/delete/",  # a cluster without pools: the confirmation
     # the request panel with a shape: per pool and model whether it fits (issue #20)
     "/requests/new/?workload_kind=inference&gpu_model=l40s&card_count=8&cards_per_node=4"
@@ -116,29 +61,14 @@ VARIANTS = [
 ]
 # Routes that are not pages a person opens, and why.
 NOT_PAGES = {
+    **{route: why for route, (_path, why) in ACTIONS.items()},
     "healthz": "probe, plain text",
     "readyz": "probe, plain text",
     "healthz/deep": "JSON for pool admins and their monitoring (services and the outbox)",
     "metrics": "Prometheus exposition, plain text",
     "logout/": "POST only",
-    "idle/scan/": "POST only",
-    "clusters/<slug:slug>/check/": "POST only (checks the connection now)",
-    "overrides/<int:pk>/cancel/": "POST only (the list's End now button)",
-    "dashboard/stranded/recompute/": "POST only (queues the stranded snapshot)",
-    "idle/<int:pk>/<str:action>/": "POST only",
-    "advisor/run/": "POST only (queues an advisor pass)",
-    "advisor/digest/": "POST only",
-    "advisor/<int:pk>/<str:action>/": "POST only",
-    "requests/<int:pk>/<str:action>/": "POST only",
-    "allocations/<int:pk>/<str:action>/": "POST only",
-    "sizing/save/": "POST only",
-    "costs/budgets/<int:pk>/delete/": "POST only (the edit page's button)",
     "api/schema/": "the OpenAPI document (YAML)",
     "start/": "a redirect by role (after sign-in): to Fleet or My teams",
-    "teams/suggest/": "the team pickers' <option>s (an htmx fragment for their datalist)",
-    "teams/<slug:slug>/calendar.ics": "the team's iCalendar feed (text/calendar)",
-    "teams/<slug:slug>/calendar/<str:action>/": "POST only (make or reset the feed link)",
-    "calendar/<str:token>.ics": "the team's iCalendar feed at its secret link (text/calendar)",
 }
 NOT_PAGE_PREFIXES = (
     "admin/",  # Django's admin: its own stylesheet, not the portal's layout
@@ -191,16 +121,8 @@ TABLE_CHECK = """() => {
 }"""
 
 
-def _routes(resolver=None, prefix: str = ""):
-    for entry in (resolver or get_resolver()).url_patterns:
-        if isinstance(entry, URLResolver):
-            yield from _routes(entry, prefix + str(entry.pattern))
-        elif isinstance(entry, URLPattern):
-            yield prefix + str(entry.pattern)
-
-
 def test_every_route_is_opened_or_named_as_not_a_page(db):
-    routes = {r for r in _routes() if not r.startswith(NOT_PAGE_PREFIXES)}
+    routes = {r for r in all_routes() if not r.startswith(NOT_PAGE_PREFIXES)}
 
     assert sorted(routes - set(PAGES) - set(NOT_PAGES)) == []  # a new page: add it to PAGES
     assert sorted((set(PAGES) | set(NOT_PAGES)) - routes) == []  # a route that is gone
@@ -270,12 +192,16 @@ def _demo_ids() -> dict[str, int | str]:
         "elastic_whatif_queued": queued.pk,
         "reclamation_whatif": reclaim.pk,
         "reclamation_whatif_done": reclaimed.pk,
-        "burst_opt_in": BurstOptIn.objects.order_by("pk").first().pk,
+        "burst": BurstOptIn.objects.order_by("pk").first().pk,
         "estimate": estimate.pk,
         "upload": upload.pk,
         "budget": Budget.objects.order_by("pk").first().pk,
         "maintenance": MaintenanceWindow.objects.order_by("pk").first().pk,
-        "serving": ServingRollup.objects.filter(allocation__team__slug="nlp").first().allocation_id,
+        "team": "nlp",
+        # the team's allocation with recorded serving series: its findings and serving panel
+        "allocation": ServingRollup.objects.filter(allocation__team__slug="nlp")
+        .first()
+        .allocation_id,
     }
 
 

@@ -1,7 +1,8 @@
 """Never a 500 from a page or a form, whatever the input, and never a half-written state: every
 route of the web pages (read from the URL configuration, as ``tests/browser/test_layout.py``
-reads them) opened with the demo's data, as a pool admin and as a plain member, with hostile
-query strings and hostile form bodies.
+reads them, the paths from the table both share, ``tests/pages_support.py``) opened with the
+demo's data, as a pool admin and as a plain member, with hostile query strings and hostile form
+bodies.
 
 Which query parameters a page reads is not written out by hand: the page is opened once while
 ``QueryDict`` records each name it is asked for, and the names of its forms' fields are read
@@ -26,7 +27,9 @@ import pytest
 from django.core.management import call_command
 from django.http import QueryDict
 from django.test import Client
-from django.urls import URLPattern, URLResolver, get_resolver, resolve
+from django.urls import resolve
+from pages_support import ACTIONS, PAGES
+from pages_support import routes as all_routes
 
 pytestmark = pytest.mark.django_db
 
@@ -87,84 +90,14 @@ def _rotations(names: list[str], values: list[str]) -> list[dict[str, str]]:
     return [{name: values[(i + j) % n] for j, name in enumerate(names)} for i in range(n)]
 
 
-# Route -> path opened ({name}: the ids below). Routes with no entry are POST-only or not pages.
+# Route -> path opened ({name}: the ids below): every page and every form's target
+# (tests/pages_support.py). Chosen here: a cluster without pools, whose delete form the sweep
+# can post; the policies page of one pool, with its policy and what-if forms.
 ROUTES = {
-    "": "/",
-    "nodes/": "/nodes/",
-    "nodes/<str:hostname>/": "/nodes/trn-a100-01/",
-    "gpus/": "/gpus/",
-    "gpu-models/": "/gpu-models/",
-    "gpu-models/new/": "/gpu-models/new/",
-    "gpu-models/<slug:slug>/edit/": "/gpu-models/h100_sxm/edit/",
-    "pools/": "/pools/",
-    "pools/<slug:pool>/<slug:model>/calendar/": "/pools/infer-k8s/l40s/calendar/",
-    "driver-groups/<int:branch>/calendar/": "/driver-groups/550/calendar/",
-    "clusters/": "/clusters/",
-    "clusters/new/": "/clusters/new/",
-    "clusters/<slug:slug>/edit/": "/clusters/slurm-legacy/edit/",
+    **PAGES,
+    **{route: path for route, (path, _why) in ACTIONS.items()},
     "clusters/<slug:slug>/delete/": "/clusters/k8s-rented/delete/",
-    "clusters/<slug:slug>/check/": "/clusters/slurm-legacy/check/",
-    "maintenance/": "/maintenance/",
-    "maintenance/new/": "/maintenance/new/",
-    "maintenance/waves/": "/maintenance/waves/",
-    "maintenance/<int:pk>/": "/maintenance/{maintenance}/",
-    "maintenance/<int:pk>/cancel/": "/maintenance/{maintenance}/cancel/",
-    "classes/": "/classes/",
-    "overrides/": "/overrides/",
-    "overrides/new/": "/overrides/new/",
-    "overrides/<int:pk>/cancel/": "/overrides/{override}/cancel/",
-    "unrecognised-models/": "/unrecognised-models/",
-    "inventory/import/": "/inventory/import/",
-    "inventory/uploads/<int:pk>/": "/inventory/uploads/{upload}/",
-    "scheduler/drift/": "/scheduler/drift/",
-    "idle/": "/idle/",
-    "idle/policies/": "/idle/policies/?pool=infer-k8s",  # the pool's policy and what-if forms
-    "idle/scan/": "/idle/scan/",
-    "idle/<int:pk>/<str:action>/": "/idle/{idle}/exempt/",
-    "advisor/": "/advisor/",
-    "advisor/run/": "/advisor/run/",
-    "advisor/digest/": "/advisor/digest/",
-    "advisor/<int:pk>/<str:action>/": "/advisor/{advisor}/dismiss/",
-    "allocations/<int:pk>/findings/": "/allocations/{allocation}/findings/",
-    "teams/<slug:slug>/findings/": "/teams/{team}/findings/",
-    "elastic/": "/elastic/",
-    "elastic/<int:pk>/": "/elastic/{elastic}/",
-    "elastic/burst/": "/elastic/burst/",
-    "elastic/burst/<int:pk>/opt-out/": "/elastic/burst/{burst}/opt-out/",
-    "teams/mine/": "/teams/mine/",
-    "teams/suggest/": "/teams/suggest/",
-    "teams/<slug:slug>/calendar/": "/teams/{team}/calendar/",
-    "teams/<slug:slug>/calendar/<str:action>/": "/teams/{team}/calendar/reset/",
-    "teams/<slug:slug>/calendar.ics": "/teams/{team}/calendar.ics",
-    "calendar/<str:token>.ics": "/calendar/no-such-token.ics",
-    "teams/<slug:slug>/waiting/": "/teams/{team}/waiting/",
-    "requests/": "/requests/",
-    "requests/new/": "/requests/new/",
-    "requests/queue/": "/requests/queue/",
-    "requests/explain/": "/requests/explain/",
-    "requests/<int:pk>/": "/requests/{request}/",
-    "requests/<int:pk>/explanation/": "/requests/{request}/explanation/",
-    "requests/<int:pk>/<str:action>/": "/requests/{request}/approve/",
-    "allocations/": "/allocations/",
-    "allocations/<int:pk>/serving/": "/allocations/{allocation}/serving/",
-    "allocations/<int:pk>/serving/estimate/": "/allocations/{allocation}/serving/estimate/",
-    "allocations/<int:pk>/<str:action>/": "/allocations/{allocation}/extend/",
-    "timeline/": "/timeline/",
-    "sizing/": "/sizing/",
-    "sizing/save/": "/sizing/save/",
-    "sizing/estimates/": "/sizing/estimates/",
-    "sizing/estimates/<int:pk>/": "/sizing/estimates/{estimate}/",
-    "costs/": "/costs/",
-    "costs/budgets/": "/costs/budgets/",
-    "costs/budgets/new/": "/costs/budgets/new/",
-    "costs/budgets/<int:pk>/edit/": "/costs/budgets/{budget}/edit/",
-    "costs/budgets/<int:pk>/delete/": "/costs/budgets/{budget}/delete/",
-    "costs/finance/<str:month>/": "/costs/finance/2026-10/",
-    "costs/<slug:team>/<str:month>/": "/costs/{team}/2026-10/",
-    "costs/token-flow/<slug:team>/": "/costs/token-flow/{team}/",
-    "dashboard/": "/dashboard/",
-    "dashboard/stranded/recompute/": "/dashboard/stranded/recompute/",
-    "teams/<slug:slug>/dashboard/": "/teams/{team}/dashboard/",
+    "idle/policies/": "/idle/policies/?pool=infer-k8s",
 }
 NOT_PROBED = {
     "healthz": "probe, plain text, no input",
@@ -197,14 +130,6 @@ TEAM_OWNED = [
     "teams/<slug:slug>/dashboard/",
     "sizing/estimates/<int:pk>/",
 ]
-
-
-def _routes(resolver=None, prefix: str = ""):
-    for entry in (resolver or get_resolver()).url_patterns:
-        if isinstance(entry, URLResolver):
-            yield from _routes(entry, prefix + str(entry.pattern))
-        elif isinstance(entry, URLPattern):
-            yield prefix + str(entry.pattern)
 
 
 def _team_ids(slug: str, user) -> dict[str, int | str]:
@@ -512,7 +437,7 @@ PROBED = sorted(ROUTES)
 
 
 def test_every_route_is_probed_or_named_as_not_probed(db):
-    routes = {r for r in _routes() if not r.startswith(SKIPPED_PREFIXES)}
+    routes = {r for r in all_routes() if not r.startswith(SKIPPED_PREFIXES)}
 
     assert sorted(routes - set(ROUTES) - set(NOT_PROBED)) == []  # a new route: add it to ROUTES
     assert sorted((set(ROUTES) | set(NOT_PROBED)) - routes) == []  # a route that is gone

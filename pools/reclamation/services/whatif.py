@@ -84,12 +84,14 @@ READ_PERCENT = 40  # a queued what-if once Prometheus answered; the steps fill t
 
 @dataclass
 class WhatIfRow:
-    """One allocation: ``card_count`` its cards now, ``first_idle`` (the first step a finding
-    would have opened), ``would_reclaim_at`` (``None``: never), ``cards_reclaimed`` (of the
-    cards it held at that step, which a later reclamation may have lowered since) and
-    ``card_hours_freed`` (the cards held above those kept × hours, from the reclaim to the
-    allocation's end or ``now``, whichever first, a ``Decimal`` to
-    :data:`pools.web.numbers.CARD_HOUR_PLACES` places, half-up)."""
+    """One allocation: ``card_count`` the most cards it held at any time from one window before
+    the replayed period to its end (:func:`most_held`; its cards now until the replay reads its
+    card pieces), ``first_idle`` (the first step a finding would have opened),
+    ``would_reclaim_at`` (``None``: never), ``cards_reclaimed`` (of the cards it held at that
+    step, which a later reclamation may have lowered since) and ``card_hours_freed`` (the cards
+    held above those kept × hours, from the reclaim to the allocation's end or ``now``,
+    whichever first, a ``Decimal`` to :data:`pools.web.numbers.CARD_HOUR_PLACES` places,
+    half-up)."""
 
     allocation: Allocation
     team: str
@@ -174,6 +176,15 @@ def held_at(pieces: list[CardPiece], t: datetime) -> int:
     """The cards held at ``t`` by an allocation whose :func:`~pools.reclamation.card_timeline.
     card_pieces` are ``pieces``; 0 outside its window."""
     return next((p.cards for p in pieces if p.start <= t < p.end), 0)
+
+
+def most_held(pieces: list[CardPiece], start: datetime, end: datetime) -> int:
+    """The most cards held at any instant of ``[start, end)`` by an allocation whose
+    :func:`~pools.reclamation.card_timeline.card_pieces` are ``pieces`` (0 when none overlaps):
+    what the what-if's "Cards" column shows, so that the cards it says were reclaimed at a step
+    never exceed it. Shrunk from 4 cards to 1 12 h ago, a replay of the last 3 days says 4,
+    not the 1 of its ``card_count`` now."""
+    return max((p.cards for p in pieces if p.start < end and p.end > start), default=0)
 
 
 def _freed_card_hours(pieces: list[CardPiece], keep: int, start: datetime, end: datetime):
@@ -417,10 +428,12 @@ def reclamation_what_if(
     devices = _devices_read(report, metrics, start=start - window, end=now, cluster=pool.cluster)
     if devices is None:
         return report
+    pieces = allocations_card_pieces(allocations=allocations)
+    for a in allocations:  # the allocations that ran from the first window on
+        rows[a.pk].card_count = most_held(pieces[a.pk], start - window, now)
     _replay(
         report, pool, allocations, devices, policy,
-        rows=rows, pieces=allocations_card_pieces(allocations=allocations),
-        step_minutes=step_minutes, on_progress=on_progress,
+        rows=rows, pieces=pieces, step_minutes=step_minutes, on_progress=on_progress,
     )  # fmt: skip
     return report
 

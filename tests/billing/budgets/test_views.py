@@ -60,6 +60,22 @@ def test_csv_export(near, team_member, client):
     assert rows[0]["run_out_at"] == "2026-03-12T18:21:11+00:00"
 
 
+def test_csv_writes_money_to_the_cents_as_the_page_shows_it(near, team_member, client):
+    """The budget also limits money, 1,234.5 EUR a month: the 85 A100 card-h used at 3.00 EUR
+    are 255.00 EUR. The CSV writes the limit as the page shows it, 1234.50 (the column's 4
+    decimals wrote 1234.5000), beside money used to 2 places and the currency."""
+    Budget.objects.filter(pk=near.pk).update(money_limit=Decimal("1234.5"), currency="EUR")
+    client.force_login(team_member)
+    page = client.get("/costs/budgets/").content.decode()
+    assert '<td class="num">255.00\xa0EUR / 1\u202f234.50\xa0EUR</td>' in page
+    answer = client.get("/costs/budgets/?export=csv")
+    rows = list(csv.DictReader(io.StringIO(b"".join(answer.streaming_content).decode())))
+    (money,) = [row for row in rows if row["money_limit"]]
+    assert (money["money_limit"], money["money_used"], money["currency"]) == (
+        "1234.50", "255.00", "EUR",
+    )  # fmt: skip
+
+
 def test_other_team_sees_nothing(near, other_member, client):
     client.force_login(other_member)
     assert "No budgets" in client.get("/costs/budgets/").content.decode()

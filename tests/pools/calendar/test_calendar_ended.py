@@ -74,16 +74,27 @@ def test_free_per_day_counts_the_hours_before_the_end_with_the_cards_held(day):
 
 
 def test_the_week_page_counts_and_lists_the_ended_allocation(day, admin_page):
-    """Today's row: 1 free, nlp's ended allocation among the holds (with its 1 card now)."""
+    """Today's row: 1 free, and the holds that make it: nlp's 4 cards 00:00-06:00, vision's 3
+    from 05:00, nlp's 1 card 06:00-10:00 (4 + 3 = 7 held at 05:00-06:00, 8 - 7 = 1). Listed
+    with its ``card_count`` now, nlp read "1" for the hours it held 4, and the holds added up to
+    1 + 3 = 4 beside a day with 1 free. The week's hold table lists the same two pieces."""
     today = at(0, 0).date()
     url = reverse("pools:pool-calendar", args=["infer", "l40s"])
     response = admin_page.get(url, {"week": week_name(today - timedelta(days=today.weekday()))})
     (row,) = [d for d in response.context["days"] if d.day == today]
     assert row.free == 1
-    assert [(h.ref, h.cards) for h in row.holds] == [(day["nlp"].pk, 1), (day["holding"].pk, 3)]
+    nlp, vision = day["nlp"].pk, day["holding"].pk
+    assert [(h.ref, h.cards, h.starts_at, h.ends_at) for h in row.holds] == [
+        (nlp, 4, at(0, 0), at(0, 6)),
+        (vision, 3, at(0, 5), at(1, 12)),
+        (nlp, 1, at(0, 6), at(0, 10)),
+    ]
+    listed = [(h.ref, h.cards) for h in response.context["holds"] if h.kind == "allocation"]
+    assert listed == [(nlp, 4), (vision, 3), (nlp, 1)]
 
 
 def test_the_month_counts_the_ended_allocation(day):
+    """Today: 1 free, two allocations (nlp once, though its cards make two holds)."""
     first = at(0, 0).date().replace(day=1)
     days = {d.day: d for d in month_days(pool=day["pool"], gpu_model=day["model"], first=first)}
     today = days[at(0, 0).date()]

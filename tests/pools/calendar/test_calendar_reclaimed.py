@@ -26,12 +26,13 @@ def shrunk(settings, infer_pool, l40s):
     cards from Mon 01:00 to Wed 00:00, shrunk to 1 at Mon 06:00 (its ``card_count`` now 1);
     vision's 2 cards Mon 04:00-08:00."""
     settings.TIME_ZONE = "UTC"
-    kept = AllocationFactory(team=TeamFactory(slug="nlp"), pool=infer_pool, gpu_model=l40s,
+    nlp, vision = TeamFactory(slug="nlp", name="nlp"), TeamFactory(slug="vision", name="vision")
+    kept = AllocationFactory(team=nlp, pool=infer_pool, gpu_model=l40s,
                              card_count=1, starts_at=at(18, 1), ends_at=at(20, 0))  # fmt: skip
     IdleFindingFactory(allocation=kept, first_seen_at=at(18, 5), last_seen_at=at(18, 6),
                        reclaimed_at=at(18, 6), closed_at=at(18, 6), card_count=4,
                        cards_in_use=1, state=IdleFindingState.RECLAIMED)  # fmt: skip
-    AllocationFactory(team=TeamFactory(slug="vision"), pool=infer_pool, gpu_model=l40s,
+    AllocationFactory(team=vision, pool=infer_pool, gpu_model=l40s,
                       card_count=2, starts_at=at(18, 4), ends_at=at(18, 8))  # fmt: skip
     return infer_pool, l40s
 
@@ -50,3 +51,29 @@ def test_the_month_counts_the_cards_held_before_the_shrink(shrunk):
     pool, l40s = shrunk
     days = month_days(pool=pool, gpu_model=l40s, first=date(2027, 1, 1))
     assert [d.free for d in days[16:20]] == [8, 2, 7, 8]
+
+
+def test_the_week_lists_the_cards_held_before_and_after_the_shrink(client, pool_admin, shrunk):
+    """The holds agree with the free cards: nlp's 4 cards Mon 01:00-06:00 and 1 card Mon
+    06:00-Wed 00:00, vision's 2 Mon 04:00-08:00; Monday's peak 4 + 2 = 6 (04:00-06:00) is
+    8 - 2 free. With its ``card_count`` now, nlp read 1 card from Mon 01:00 and Monday's holds
+    added up to 3. Tuesday lists nlp's 1 alone (7 free)."""
+    client.force_login(pool_admin)
+    url = reverse("pools:pool-calendar", args=["infer", "l40s"])
+    response = client.get(url, {"week": "2027-W03"})
+    listed = [(h.team, h.cards, h.starts_at, h.ends_at) for h in response.context["holds"]]
+    assert listed == [
+        ("nlp", 4, at(18, 1), at(18, 6)),
+        ("vision", 2, at(18, 4), at(18, 8)),
+        ("nlp", 1, at(18, 6), at(20, 0)),
+    ]
+    monday, tuesday = response.context["days"][:2]
+    assert [(h.team, h.cards) for h in tuesday.holds] == [("nlp", 1)]
+    assert (monday.free, tuesday.free) == (2, 7)
+
+
+def test_the_month_counts_the_shrunk_allocation_once(shrunk):
+    """The 18th: nlp (two holds: 4 cards, then 1) and vision, 2 allocations; the 19th: nlp, 1."""
+    pool, l40s = shrunk
+    days = month_days(pool=pool, gpu_model=l40s, first=date(2027, 1, 1))
+    assert [d.allocations for d in days[17:19]] == [2, 1]

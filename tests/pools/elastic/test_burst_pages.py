@@ -253,6 +253,11 @@ def test_the_whatif_prices_the_home_cards_by_the_allocations_method(
 
     assert why in body
     assert f'<small class="muted" data-home-price>{home}</small>' in body
+    # on use, the scaling money block says 0 for cards at home: the note says why they cost
+    # here (by tokens both say 0: no note)
+    note = "Why the cards at home cost something here and 0 in the scaling money at the top"
+    assert (note in body) == (method == "used")
+    assert ("data-on-use-note" in body) == (method == "used")
     assert f'<td class="num"><strong>{with_} EUR</strong></td></tr>' in body
     assert f'card-h not served</small></td><td class="num"><strong>{without} EUR' in body
 

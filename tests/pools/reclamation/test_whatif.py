@@ -508,14 +508,44 @@ def test_the_replay_counts_the_cards_held_before_a_shrink(shrunk):
     first idle window (ending NOW - 30 h) 3 of 4 idle, so a finding opens at NOW - 30 h and
     reclaims 4 − 1 = 3 cards at NOW - 18 h, freeing 3 cards × 6 h (to the real shrink, after
     which it held 1, the busy one kept: 0 more) = 18 card-hours. Replayed with today's
-    ``card_count`` (1) it held one card, the busy one: never reclaimed, nothing freed."""
+    ``card_count`` (1) it held one card, the busy one: never reclaimed, nothing freed. Its
+    cards shown: 4, the most it held in the period (its ``card_count`` 1 read "1 card, 3
+    reclaimed")."""
     report = reclamation_what_if(pool=shrunk["pool"], policy_overrides={"grace_hours": 12},
                                  days=3, now=NOW, metrics=shrunk["metrics"])  # fmt: skip
     (row,) = report.rows
     assert row.first_idle == NOW - timedelta(hours=30)
     assert row.would_reclaim_at == NOW - timedelta(hours=18)
-    assert (row.card_count, row.cards_reclaimed, row.card_hours_freed) == (1, 3, Decimal(18))
+    assert (row.card_count, row.cards_reclaimed, row.card_hours_freed) == (4, 3, Decimal(18))
     assert (report.cards_reclaimed, report.card_hours_freed) == (3, Decimal(18))
+
+
+def test_the_stored_report_and_page_show_the_cards_held_in_the_period(shrunk, admin_page):
+    """The queued run stores 4 cards for the row (held until NOW - 12 h), and the page's
+    "Most cards held" cell reads 4 beside 3 reclaimed, 18.000 card-hours freed."""
+    whatif = reclamation_whatif_queue(pool=shrunk["pool"], actor=None, days=3,
+                                      overrides={"grace_hours": 12})  # fmt: skip
+    with mock.patch.object(reclamation_whatif, "timezone", mock.Mock(now=lambda: NOW)):
+        done = reclamation_whatif_run(whatif_id=whatif.pk, metrics=shrunk["metrics"])
+    (row,) = done.result["rows"]
+    assert (row["card_count"], row["cards_reclaimed"], row["card_hours_freed"]) == (4, 3, "18.000")
+    page = admin_page.get("/idle/policies/", {"pool": "infer", "whatif": whatif.pk})
+    html = " ".join(page.content.decode().split())
+    assert '<th class="num" title="The most cards it held at any time of the period">' in html
+    cells = f'<td>#{shrunk["allocation"].pk}</td><td>nlp</td><td class="num">4</td>'
+    assert cells in html
+
+
+def test_a_shrink_before_the_period_shows_the_cards_held_since(shrunk):
+    """The shrink moved to NOW - 4 d (before the 3 days replayed and their first 30-min
+    window): the period held 1 card throughout, so the row shows 1, not the 4 held before."""
+    shrunk["allocation"].idle_findings.update(
+        reclaimed_at=NOW - timedelta(days=4), first_seen_at=NOW - timedelta(days=4, hours=1)
+    )
+    report = reclamation_what_if(pool=shrunk["pool"], policy_overrides={"grace_hours": 12},
+                                 days=3, now=NOW, metrics=shrunk["metrics"])  # fmt: skip
+    (row,) = report.rows
+    assert row.card_count == 1
 
 
 def test_the_card_hours_freed_follow_the_cards_held_after_the_reclaim(shrunk):
