@@ -4,10 +4,7 @@ shows) and ``{id}/calls/`` lists a task's stored calls. Filters as on the page: 
 ``model`` (served model), ``since`` / ``until`` (days of the first call, inclusive, billing time
 zone; default the last 30 days), ``ordering`` (``-cost`` default, ``-wasted_cost``, ``-calls``,
 ``-retries``, ``-first_call_at``, ``first_call_at``). Money is a decimal string with
-``currency``, ``null`` when the served model has no token price. In the list, the tasks' costs
-share out the cents of their total so that they add up to ``summary/``'s (largest remainder,
-:func:`billing.tokenflow.selectors.cents_shared`); one task alone (``{id}/``) is its cost
-rounded half-up."""
+``currency``, ``null`` when the served model has no token price."""
 
 from __future__ import annotations
 
@@ -24,13 +21,11 @@ from billing.conf import billing_zone
 from billing.pricing import round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
 from billing.tokenflow.selectors import (
-    cents_shared,
     cost_order_key,
     flow_totals,
     priced_tasks,
     task_days_between,
     token_prices,
-    units_money,
 )
 from pools.tenancy.selectors import UNSEEN_TEAM
 from pools.tokenflow import selectors
@@ -75,22 +70,14 @@ class AgentTaskSerializer(serializers.ModelSerializer):
     def get_mean_latency_s(self, task) -> float | None:
         return task.latency_s_total / task.latency_calls if task.latency_calls else None
 
-    def _money(self, task, field: str) -> str | None:
-        """The list's share of the cents (``<field>_units``, :func:`cents_shared`); one task
-        alone, its cost rounded half-up."""
-        currency = self.context["currency"]
-        if hasattr(task, f"{field}_units"):
-            value = units_money(getattr(task, f"{field}_units"), currency)
-        else:
-            value = getattr(task, field, None)
-            value = None if value is None else round_money(value, currency)
-        return None if value is None else str(value)
+    def _money(self, value) -> str | None:
+        return None if value is None else str(round_money(value, self.context["currency"]))
 
     def get_cost(self, task) -> str | None:
-        return self._money(task, "cost")
+        return self._money(getattr(task, "cost", None))
 
     def get_wasted_cost(self, task) -> str | None:
-        return self._money(task, "wasted_cost")
+        return self._money(getattr(task, "wasted_cost", None))
 
     def get_currency(self, task) -> str:
         return self.context["currency"]
@@ -165,11 +152,9 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
             return selectors.task_list(user=self.request.user).select_related("team")
         tasks, (team_id, since, until, model, models, ordering) = self._filtered()
         prices = token_prices(since=since, until=until)
-        self.currency = prices.currency
+        priced, self.currency = priced_tasks(tasks, prices=prices, models=models), prices.currency
         days = task_days_between(user=self.request.user, team_id=team_id, model=model,
                                  since=since, until=until)  # fmt: skip
-        priced = priced_tasks(tasks, prices=prices, models=models)
-        self.shares = {"priced": priced, "prices": prices, "models": models, "days": days}
         name = ordering.removeprefix("-")
         field = cost_order_key(name, prices=prices, models=models, days=days)
         key = field.desc(nulls_last=True) if ordering.startswith("-") else field.asc()
@@ -184,11 +169,7 @@ class AgentTaskViewSet(viewsets.ReadOnlyModelViewSet):
         if ids is None:
             return None
         rows = queryset.in_bulk(ids)
-        page = [rows[pk] for pk in ids if pk in rows]
-        units = cents_shared(**self.shares, ids=[task.pk for task in page])
-        for task in page:
-            task.cost_units, task.wasted_cost_units = units.get(task.pk, (None, None))
-        return page
+        return [rows[pk] for pk in ids if pk in rows]
 
     def get_serializer_context(self):
         context = super().get_serializer_context()

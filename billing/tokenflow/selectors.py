@@ -17,8 +17,6 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
-from django.db import connection
 from django.db.models import (
     BigIntegerField,
     Case,
@@ -32,12 +30,12 @@ from django.db.models import (
     Value,
     When,
 )
-from django.db.models.functions import Cast, Floor
+from django.db.models.functions import Cast
 
 from billing.choices import RateKind
 from billing.conf import billing_zone
 from billing.errors import RateCardConflict
-from billing.pricing import minor_unit, month_of, next_month, round_money
+from billing.pricing import month_of, next_month, round_money
 from billing.rate_periods import RatePeriod, price_for, rate_periods
 from pools.tokenflow.flow import FlowSummary
 from pools.tokenflow.models import AgentTask, AgentTaskDay
@@ -185,13 +183,6 @@ def cost_order_key(
     highest = max([0, *(abs(p) for _, _, ps in priced for p in ps)])
     if (tokens_in + tokens_out) * highest >= INT8_MAX:
         return F(name)
-    return _whole_amount(prefix, priced)
-
-
-def _whole_amount(prefix: str, priced: list) -> Expression:
-    """The cost (``prefix`` ``""``) or wasted cost (``"wasted_"``) of a task in whole numbers,
-    ``tokens x price x 10^scale`` with the prices :func:`_scaled_prices` scaled (``priced``);
-    ``NULL`` where the cost is unknown."""
     whens = []
     for period, model, (p_in, p_cached, p_out) in priced:
         tokens, cached, out = (F(f"{prefix}input_tokens"), F(f"{prefix}cached_tokens"),
@@ -200,132 +191,6 @@ def _whole_amount(prefix: str, priced: list) -> Expression:
         whens.append(When(Q(served_model=model) & _first_call_in(period), then=amount))
     unknown = Value(None, output_field=BigIntegerField())
     return Case(*whens, default=unknown, output_field=BigIntegerField())
-
-
-def cents_shared(
-    priced: QuerySet[AgentTask],
-    *,
-    prices: TokenPrices,
-    models: list[str],
-    days: QuerySet[AgentTaskDay],
-    ids: list[int] | None = None,
-) -> dict[int, tuple[int | None, int | None]]:
-    """Task id -> its cost and wasted cost in minor units of ``prices.currency`` (cents), for
-    the tasks ``ids`` of ``priced`` (:func:`priced_tasks` of ``prices`` and ``models``; ``days``
-    their rollup rows), every task without ``ids``: shared out so that the tasks' add up to
-    their sum rounded once, half-up, as :func:`flow_cost` gives the totals the page and
-    ``summary/`` show. Each rounded alone, 0.156 + 0.0264 EUR read 0.16 + 0.03 = 0.19 beside a
-    total of 0.18, and many tasks under half a cent read 0 beside a total of cents.
-
-    Largest remainder (Hamilton), as a shared card's amount is split over its tenants
-    (:func:`billing.pricing.split_minor_units`): each task gets its cost rounded down to the
-    minor unit, and the units still missing go one each to the tasks that lost most to
-    rounding down; on equal remainders the larger cost first, then the older row (id). So each
-    task is within one minor unit of its cost, a costlier task never reads less than a cheaper
-    one, and a task's cents may differ with the set it is listed in (0.156 EUR reads 0.15 beside
-    0.0264, which takes the odd cent with the larger remainder). A task without a price:
-    ``None`` (the total is unknown).
-
-    On PostgreSQL in whole numbers (the costs x 10^(6 + scale) of :func:`cost_order_key`, when
-    no task can overflow them): one statement reads the tasks once (their sums, and for each
-    cost the tasks that lost most, as many as units are missing: a bounded sort), and one
-    query before it the rollup's largest token sums. Otherwise with ``numeric`` costs: two
-    queries (the sums, then the rows)."""
-    whole = _whole_amounts(prices=prices, models=models, days=days)
-    minor = minor_unit(prices.currency)
-    if whole is None or whole[0] + 6 < minor or connection.vendor != "postgresql":
-        return _cents_shared_numeric(priced, currency=prices.currency, ids=ids)
-    scale, amounts = whole
-    unit = 10 ** (scale + 6 - minor)  # the whole-number amount of one minor unit
-    base = priced.annotate(_c=amounts["cost"], _w=amounts["wasted_cost"]).order_by()
-    try:
-        sql, params = base.values_list("pk", "_c", "_w").query.sql_with_params()
-    except EmptyResultSet:  # no task (filters refused)
-        return {}
-    missing = f"CAST(div(SUM({{0}}) + {unit // 2}, {unit}) - SUM({{0}} / {unit}) AS bigint)"
-    ahead = (
-        "SELECT id FROM base WHERE {0} IS NOT NULL"
-        f" ORDER BY mod({{0}}, {unit}) DESC, {{0}} DESC, id LIMIT (SELECT {{0}} FROM m)"
-    )
-    only = " WHERE base.id = ANY(%s)" if ids is not None else ""
-    statement = (
-        f"WITH base(id, c, w) AS MATERIALIZED ({sql}),"
-        f" m(c, w) AS (SELECT {missing.format('c')}, {missing.format('w')} FROM base),"
-        f" up_c AS ({ahead.format('c')}), up_w AS ({ahead.format('w')})"
-        f" SELECT base.id, base.c / {unit} + (up_c.id IS NOT NULL)::int,"
-        f" base.w / {unit} + (up_w.id IS NOT NULL)::int FROM base"
-        " LEFT JOIN up_c ON up_c.id = base.id LEFT JOIN up_w ON up_w.id = base.id" + only
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(statement, [*params, *([list(ids)] if ids is not None else [])])
-        return {pk: (cost, wasted) for pk, cost, wasted in cursor.fetchall()}
-
-
-def _whole_amounts(
-    *, prices: TokenPrices, models: list[str], days: QuerySet[AgentTaskDay]
-) -> tuple[int, dict[str, Expression]] | None:
-    """``(scale, {"cost": ..., "wasted_cost": ...})``: each task's cost and wasted cost x
-    10^(6 + scale) as 64-bit integers (:func:`_whole_amount`), or ``None`` when a price has
-    too many decimals, none is known or a task of ``days`` could overflow them (its rollup
-    row's token sums bound its tokens; as :func:`cost_order_key` checks). One query."""
-    scaled = _scaled_prices(prices.periods, models)
-    if scaled is None or not scaled[1]:
-        return None
-    scale, priced = scaled
-    kinds = [f"{prefix}{kind}" for prefix in ("", "wasted_") for kind in ("input", "output")]
-    bound = days.aggregate(**{kind: Max(f"{kind}_tokens") for kind in kinds})
-    highest = max([0, *(abs(p) for _, _, ps in priced for p in ps)])
-    tokens = max(
-        (bound[f"{prefix}input"] or 0) + (bound[f"{prefix}output"] or 0)
-        for prefix in ("", "wasted_")
-    )
-    if tokens * highest >= INT8_MAX:
-        return None
-    return scale, {
-        "cost": _whole_amount("", priced),
-        "wasted_cost": _whole_amount("wasted_", priced),
-    }
-
-
-def _cents_shared_numeric(
-    priced: QuerySet[AgentTask], *, currency: str, ids: list[int] | None
-) -> dict[int, tuple[int | None, int | None]]:
-    """:func:`cents_shared` with the ``numeric`` costs, wherever the whole numbers cannot be
-    used. Two queries: the sums, then the rows (who gets a unit more a subquery of theirs)."""
-    scale = Value(10 ** minor_unit(currency), output_field=MONEY)
-    units = {field: F(field) * scale for field in COST_ORDERINGS}
-    sums = priced.aggregate(
-        **{f"{field}__total": Sum(field) for field in COST_ORDERINGS},
-        **{f"{field}__floors": Sum(Floor(units[field])) for field in COST_ORDERINGS},
-    )
-    shares = {}
-    for field, amount in units.items():
-        total, floors = sums[f"{field}__total"], sums[f"{field}__floors"]
-        shares[f"{field}_units"] = Floor(amount)
-        missing = 0 if total is None else int(round_money(total, currency).scaleb(
-            minor_unit(currency)) - floors)  # fmt: skip
-        if missing > 0:
-            left = priced.filter(**{f"{field}__isnull": False}).annotate(
-                _left=amount - Floor(amount)
-            )
-            ahead = left.order_by(F("_left").desc(), F(field).desc(), "pk").values("pk")[:missing]
-            one_more = Case(When(pk__in=ahead, then=Value(1)), default=Value(0))
-            shares[f"{field}_units"] = Floor(amount) + one_more
-    rows = priced.annotate(**shares).order_by()
-    if ids is not None:
-        rows = rows.filter(pk__in=ids)
-    return {
-        pk: (None if c is None else int(c), None if w is None else int(w))
-        for pk, c, w in rows.values_list("pk", "cost_units", "wasted_cost_units")
-    }
-
-
-def units_money(units: int | None, currency: str) -> Decimal | None:
-    """Minor units of ``currency`` (:func:`cents_shared`) as an amount: 15 EUR cents -> 0.15."""
-    if units is None:
-        return None
-    step = Decimal(1).scaleb(-minor_unit(currency))
-    return (Decimal(units) * step).quantize(step)
 
 
 COST_AGGREGATES = {

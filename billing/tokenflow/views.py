@@ -18,16 +18,14 @@ from django.utils import timezone
 from django.utils.cache import patch_vary_headers
 
 from billing.conf import billing_zone
-from billing.pricing import minor_unit
+from billing.pricing import minor_unit, round_money
 from billing.tokenflow.forms import ORDERINGS, TokenFlowFilterForm
 from billing.tokenflow.selectors import (
-    cents_shared,
     cost_order_key,
     flow_totals,
     priced_tasks,
     task_days_between,
     token_prices,
-    units_money,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import may_see_team
@@ -89,15 +87,15 @@ def _page_rows(priced, window) -> list:
     return [rows[pk] for pk in ids if pk in rows]
 
 
-def _with_money(tasks, currency: str, units: dict):
-    """Each task with its costs to the currency's minor unit, shared out so that the tasks add
-    up to the totals (``units``: :func:`cents_shared`), and whether a positive cost got 0 of
-    them (the page then says "< 0.01 EUR"), and its mean step latency (s)."""
+def _with_money(tasks, currency: str):
+    """Each task with its costs rounded to the currency's minor unit (and whether a positive
+    cost rounded to 0: the page then says "< 0.01 EUR") and its mean step latency (s)."""
     for task in tasks:
-        cost, wasted = units.get(task.pk, (None, None))
         task.currency = currency
-        task.cost_rounded = units_money(cost, currency)
-        task.wasted_rounded = units_money(wasted, currency)
+        task.cost_rounded = None if task.cost is None else round_money(task.cost, currency)
+        task.wasted_rounded = (
+            None if task.wasted_cost is None else round_money(task.wasted_cost, currency)
+        )
         task.cost_below_minor = bool(task.cost and not task.cost_rounded)
         task.wasted_below_minor = bool(task.wasted_cost and not task.wasted_rounded)
         task.mean_latency_s = (
@@ -125,18 +123,15 @@ def token_flow(request, team: str):
     chosen = [model] if model else models
     since, until = since or timezone.now(), until or timezone.now()
     prices = token_prices(since=since, until=until)
-    currency = prices.currency
+    priced, currency = priced_tasks(tasks, prices=prices, models=chosen), prices.currency
     days = task_days_between(user=request.user, team_id=team_obj.pk, model=model,
                              since=since, until=until)  # fmt: skip
-    priced = priced_tasks(tasks, prices=prices, models=chosen)
-    shares = {"prices": prices, "models": chosen, "days": days}
     key = cost_order_key(ordering.removeprefix("-"), prices=prices, models=chosen, days=days)
     ordered = _ordered(priced, ordering, key)
     if export and not valid:  # a header-only CSV would say the team made no calls then
         refuse_export(request, form)  # htmx: the table says why, as without export
     elif export == "csv":
-        units = cents_shared(priced, **shares)
-        rows = _with_money(ordered.iterator(chunk_size=2000), currency, units)
+        rows = _with_money(ordered.iterator(chunk_size=2000), currency)
         return csv_response(rows, TASK_COLUMNS, f"{team_obj.slug}-token-flow.csv")
     summary = money = None
     if not request.htmx:
@@ -145,9 +140,7 @@ def token_flow(request, team: str):
     if summary is not None:
         paginator.count = summary.tasks  # the same rows: no second COUNT
     page = checked_page(request, paginator)
-    rows = _page_rows(priced, page.object_list)
-    units = cents_shared(priced, **shares, ids=[task.pk for task in rows])
-    page.object_list = list(_with_money(rows, currency, units))
+    page.object_list = list(_with_money(_page_rows(priced, page.object_list), currency))
     context = {
         "team": team_obj,
         "form": form,
