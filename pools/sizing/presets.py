@@ -509,7 +509,24 @@ UNSUPPORTED_MODEL_TYPES = {
     "minimax": "linear-attention (lightning attention) layers",
     "minimax_m1": "linear-attention (lightning attention) layers",
     "xlstm": "recurrent (xLSTM) layers",
+    "kimi_linear": "linear-attention (Kimi Delta Attention) layers mixed with attention",
 }
+
+#: Keys (and key prefixes) only the configs of state-space or linear-attention layers carry,
+#: whatever their ``model_type`` says: a hybrid under a type not in
+#: :data:`UNSUPPORTED_MODEL_TYPES` (a new family, or code shipped with the checkpoint) would
+#: otherwise be sized as its attention layers alone. From the published config.json files:
+#: Mamba (``state-spaces/mamba-*-hf``: ``time_step_rank``), Jamba (``mamba_d_state``,
+#: ``attn_layer_period``), Zamba2 (``layers_block_type``), Nemotron-H
+#: (``hybrid_override_pattern``, ``mamba_num_heads``, ``ssm_state_size``), Falcon-H1
+#: (``mamba_d_ssm``), Qwen3-Next (``linear_num_value_heads``, ``linear_key_head_dim``), Kimi
+#: Linear (``linear_attn_config``), MiniMax-Text-01 (``attn_type_list``).
+_HYBRID_KEYS = frozenset(
+    {"hybrid_override_pattern", "attn_layer_period", "attn_layer_offset", "attn_type_list",
+     "layers_block_type", "time_step_rank"}
+)  # fmt: skip
+_HYBRID_KEY_PREFIXES = ("mamba_", "ssm_", "linear_attn", "linear_num_", "linear_key_",
+                        "linear_value_", "linear_conv")  # fmt: skip
 
 
 def _first(config: Mapping[str, Any], *keys: str) -> Any:
@@ -688,12 +705,27 @@ def _config_not_an_object(config: Any) -> SizingInputError:
 
 def _check_attention_only(config: Mapping[str, Any], model_type: str) -> None:
     """Raises :class:`SizingInputError` ``unsupported_architecture`` for a ``model_type`` of
-    :data:`UNSUPPORTED_MODEL_TYPES` or ``layer_types`` other than attention layers."""
+    :data:`UNSUPPORTED_MODEL_TYPES`, a key of such layers (:data:`_HYBRID_KEYS`,
+    :data:`_HYBRID_KEY_PREFIXES`; not ``null``) or ``layer_types`` other than attention
+    layers."""
     if model_type in UNSUPPORTED_MODEL_TYPES:
         raise SizingInputError(
             f"model_type {_as_json(config['model_type'])} has "
             f"{UNSUPPORTED_MODEL_TYPES[model_type]}, which this sizing model cannot cost (it "
             "counts attention KV caches and weight streams)",
+            reason="unsupported_architecture",
+            field="config",
+        )
+    hybrid = sorted(
+        str(key)
+        for key, value in config.items()
+        if value is not None and (key in _HYBRID_KEYS or str(key).startswith(_HYBRID_KEY_PREFIXES))
+    )
+    if hybrid:
+        raise SizingInputError(
+            f"the config.json's {', '.join(hybrid)} mark state-space or linear-attention "
+            "layers, which this sizing model cannot cost (it counts attention KV caches and "
+            "weight streams)",
             reason="unsupported_architecture",
             field="config",
         )
