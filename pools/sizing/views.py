@@ -270,6 +270,11 @@ def _form_values(data: QueryDict | None, *, link: bool = False) -> dict:
 def _decorate(results: dict) -> dict:
     """Marks the recommended rows and adds the chart's data and the request link."""
     for row in results["rows"]:
+        # The buffer is whole replicas (plan: ceil(share x sized replicas)); the page says so
+        # when a replica is several cards ("30 % of 2" read as 2 cards of buffer).
+        row["cards_per_replica"] = (row.get("tp") or 1) * (row.get("pp") or 1)
+        if row.get("cards_sized") is not None:
+            row["replicas_sized"] = row["cards_sized"] // row["cards_per_replica"]
         marks = []
         if row["gpu_model"] == results["recommended"]:
             marks.append("cheapest meeting targets")

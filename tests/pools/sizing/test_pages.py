@@ -92,6 +92,25 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     assert "if the pessimistic end holds" not in html
 
 
+def test_a_buffer_of_whole_replicas_says_so_instead_of_30_percent_of_2_being_2(fleet, member_page):
+    """Seeds/004 section 2.3's buffer is counted in replicas (plan: ceil(0.3 x sized
+    replicas)). Qwen3-235B-A22B in FP8 on B200 at 2,000 tok/s sized for 85 % is one replica
+    of TP 2: the buffer is ceil(0.3 x 1) = 1 replica = 2 cards. The line read "+ 2 cards
+    buffer (30 % of 2)": 30 % of 2 cards is 0.6, so it must say what was rounded."""
+    fields = {**QWEN_72B, "model": "qwen3_235b_a22b", "output_len": "1000",
+              "ttft_target_ms": "1000", "gpu_models": "b200", "sized_share": "0.85",
+              "buffer_share": "0.3"}  # fmt: skip
+
+    html = _htmx(member_page, "/sizing/", fields).content.decode()
+
+    assert "<li>2 cards sized for 85 % of the peak" in html
+    assert (
+        "<li>+ 2 cards buffer (30 % of 1 replica, rounded up to whole replicas of 2 cards)</li>"
+        in html
+    )
+    assert "<li><strong>= 4 cards</strong></li>" in html
+
+
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
     response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "0", "output_len": "-1"})
 
