@@ -567,6 +567,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     _check_attention_only(config, model_type)
     _check_whole_numbers(config)
     required = _required_hf_fields(config)
+    _check_per_layer_lists(config, required["num_layers"])
     kv_lora = config.get("kv_lora_rank")
     rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
     window, window_layers = _hf_window(config)
@@ -824,6 +825,30 @@ def _required_hf_fields(config: Mapping[str, Any]) -> dict[str, Any]:
             field="config",
         )
     return fields
+
+
+#: config.json keys that list one entry per layer (gpt-oss, Gemma, Qwen3-Next ``layer_types``;
+#: Llama 4 ``no_rope_layers``): read to count the sliding or chunked layers.
+_PER_LAYER_KEYS = ("layer_types", "no_rope_layers")
+
+
+def _check_per_layer_lists(config: Mapping[str, Any], num_layers: Any) -> None:
+    """Raises :class:`SizingInputError` ``inconsistent`` (field ``config``) naming each list of
+    :data:`_PER_LAYER_KEYS` whose length is not ``num_hidden_layers``: the window's layers
+    would be counted from a list of another model (18 entries for 48 layers counted 9)."""
+    if not isinstance(num_layers, int):
+        return
+    wrong = [
+        f"{key} lists {len(config[key])} layers"
+        for key in _PER_LAYER_KEYS
+        if isinstance(config.get(key), list) and len(config[key]) != num_layers
+    ]
+    if wrong:
+        raise SizingInputError(
+            f"the config.json's {'; '.join(wrong)} but its num_hidden_layers is {num_layers}",
+            reason="inconsistent",
+            field="config",
+        )
 
 
 def _kv_heads(config: Mapping[str, Any], required: dict[str, Any]) -> Any:

@@ -198,6 +198,28 @@ def test_the_bundled_and_2026_attention_configs_are_not_taken_for_hybrids():
     assert arch_fields_from_hf_config(deepseek)["kv_lora_rank"] == 512
 
 
+@pytest.mark.parametrize(
+    ("change", "key", "listed"),
+    [
+        ({"sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 9},
+         "layer_types", 18),
+        ({"attention_chunk_size": 8192, "no_rope_layers": [1, 1, 1, 0] * 3}, "no_rope_layers", 12),
+    ],
+)  # fmt: skip
+def test_a_per_layer_list_of_another_length_than_the_layers_is_refused(change, key, listed):
+    """Issue 34, *Bad input*: contradictory fields. gpt-oss's ``layer_types`` and Llama 4's
+    ``no_rope_layers`` give one entry per layer; a list of 18 for 48 layers counted 9 sliding
+    layers and sized the other 39 as full attention without a word."""
+    qwen = {k: v for k, v in QWEN3_30B_A3B.items() if k != "use_sliding_window"}
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": {**qwen, **change}})
+
+    assert caught.value.data["reason"] == "inconsistent"
+    assert caught.value.data["field"] == "config"
+    assert f"{key} lists {listed} layers" in caught.value.message
+    assert "num_hidden_layers is 48" in caught.value.message
+
+
 def test_a_config_missing_a_required_key_names_it():
     config = {k: v for k, v in QWEN3_30B_A3B.items() if k != "num_hidden_layers"}
     with pytest.raises(SizingInputError) as caught:
