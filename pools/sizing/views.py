@@ -272,7 +272,8 @@ def _decorate(results: dict) -> dict:
     for row in results["rows"]:
         # The buffer is whole replicas (plan: ceil(share x sized replicas)); the page says so
         # when a replica is several cards ("30 % of 2" read as 2 cards of buffer).
-        row["cards_per_replica"] = (row.get("tp") or 1) * (row.get("pp") or 1)
+        if not row.get("cards_per_replica"):  # saved before the rows carried it
+            row["cards_per_replica"] = (row.get("tp") or 1) * (row.get("pp") or 1)
         if row.get("cards_sized") is not None:
             row["replicas_sized"] = row["cards_sized"] // row["cards_per_replica"]
         marks = []
