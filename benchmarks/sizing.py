@@ -192,7 +192,7 @@ DATASET_2026 = ROOT / "tests" / "fixtures" / "sizing_dataset_2026.json"
 #: 55.6 %; the default 227 rows do not move (none is a saturated fixed-length run of a stated size
 #: but issue 6294's, +44.0 -> +43.4 %), so neither do the bands. NVFP4 routed experts streaming at
 #: the share of the bandwidth TensorRT-LLM's MoE op reaches in NVIDIA's published kernel tables
-#: (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``, 0.397, not 0.8): 11.2 / 41.2 -> 11.6 / 38.1 %, W4A4
+#: (``fp4_kernels.MOE_FP4_WEIGHT_STREAM_SHARE``, 0.397, not 0.8): 11.2 / 41.2 -> 11.6 / 38.1 %, W4A4
 #: Blackwell 14.5 / 55.9 -> 13.7 / 42.7 %, 16-bit Hopper 11.8 / 40.6 -> 9.6 / 33.0 %, 8-bit Hopper
 #: 16.7 / 55.6 -> 16.2 / 55.6 %, rows above 30 % 52 -> 50; the fit on every source goes back from
 #: efficiency 0.60 and TensorRT-LLM overlap 1.0 to 0.55 and 1.5 (the default rows' own fit). In this

@@ -46,7 +46,7 @@ COMPUTE_EFFICIENCY = 0.50
 #: it lacks (Llama 4 on H100, single-card Qwen3-30B-A3B on B200; issue 34's notes), which
 #: p = 1 (no overlap) and a higher efficiency trade off against each other; shipping that fit
 #: would tune the constants to those cells. With the NVFP4 experts streaming at the published
-#: MoE-kernel share of the bandwidth (``throughput.MOE_FP4_WEIGHT_STREAM_SHARE``) the fit on
+#: MoE-kernel share of the bandwidth (``fp4_kernels.MOE_FP4_WEIGHT_STREAM_SHARE``) the fit on
 #: every source of the 357 rows is 0.55 and 1.5 again, the default rows' own fit.
 VLLM_GEMM_OVERLAP_EXPONENT = 1.0
 TENSORRT_LLM_GEMM_OVERLAP_EXPONENT = 1.5

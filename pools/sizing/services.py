@@ -50,6 +50,7 @@ from pools.inventory.models import GpuModel, Pool
 from pools.jobs import SIZING_ESTIMATE, enqueue_on_commit, jobs_waiting
 from pools.sizing import SizingInputError
 from pools.sizing.engines import engine_profile
+from pools.sizing.fp4_kernels import fp4_kernels
 from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.inputs import (
     DEFAULT_INPUTS,
@@ -611,19 +612,37 @@ def _model_json(model) -> dict[str, Any]:
     return {name: getattr(model, name) for name in names}
 
 
-def _rate_shares(model, precision, engine) -> dict[str, float | None]:
+def _fp4_kernel_shares(model, precision, efficiency, gpus) -> list[dict[str, Any]]:
+    """Per FP4 chip family among ``gpus`` (GpuSpec, in order), the shares of the FP4 peak the run
+    multiplies at there (pools/sizing/fp4_kernels.py): ``{"cards": names, "linear": share,
+    "routed": share or None, "source": publication}``; empty for a precision other than FP4 or
+    no card with FP4 tensor cores (pure)."""
+    families: dict[Any, dict[str, Any]] = {}
+    for gpu in gpus:
+        kernels = fp4_kernels(gpu)
+        linear, routed = fp4_compute_shares(
+            model=model, precision=precision, gpu=gpu, efficiency=efficiency
+        )
+        if linear is None:
+            continue
+        family = families.setdefault(
+            kernels,
+            {"cards": [], "linear": linear, "routed": routed, "source": kernels.source},
+        )
+        family["cards"].append(gpu.name)
+    return [{**family, "cards": ", ".join(family["cards"])} for family in families.values()]
+
+
+def _rate_shares(model, precision, engine, gpus) -> dict[str, Any]:
     """The shares of peak bandwidth and tensor rate the run is modelled at: the engine's, and
-    below it FP4 on Blackwell and block-scaled FP8 experts on Hopper at the published kernel
-    rates (pools/sizing/throughput.py), and a mixture of experts' routing skew (pure)."""
+    below it FP4 on Blackwell (per chip family among ``gpus``, :func:`_fp4_kernel_shares`) and
+    block-scaled FP8 experts on Hopper at the measured kernel rates (pools/sizing/
+    fp4_kernels.py, throughput.py), and a mixture of experts' routing skew (pure)."""
     efficiency = engine.compute_efficiency
-    fp4_linear, fp4_routed = fp4_compute_shares(
-        model=model, precision=precision, efficiency=efficiency
-    )
     return {
         "bandwidth_efficiency": BANDWIDTH_EFFICIENCY,
         "compute_efficiency": efficiency,
-        "fp4_linear_share": fp4_linear,
-        "fp4_routed_share": fp4_routed,
+        "fp4_kernels": _fp4_kernel_shares(model, precision, efficiency, gpus),
         "fp8_block_routed_share": fp8_block_compute_share(
             model=model, precision=precision, efficiency=efficiency
         ),
@@ -634,9 +653,10 @@ def _rate_shares(model, precision, engine) -> dict[str, float | None]:
     }
 
 
-def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
-    """The precision, the engine's constants and the per-token and per-sequence KV bytes behind
-    every row (pools/sizing/memory.py; pure)."""
+def _memory_json(inputs: Mapping[str, Any], ask: _Ask, gpus: list[GpuSpec]) -> dict[str, Any]:
+    """The precision, the engine's constants (the FP4 kernel shares of ``gpus``, the cards the
+    rows compare) and the per-token and per-sequence KV bytes behind every row
+    (pools/sizing/memory.py; pure)."""
     context = ask.input_len + inputs["output_len"]
     precision = precision_parse(inputs["precision"])
     engine = engine_profile(inputs["engine"])
@@ -651,7 +671,7 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask) -> dict[str, Any]:
         "weight_bits": precision.weight_bits,
         "kv_cache_bits": kv_bits,
         "engine": engine.name,
-        **_rate_shares(model, precision, engine),
+        **_rate_shares(model, precision, engine, gpus),
         # What the page's "overhead + reserve" is made of (pools/sizing/memory.py).
         "engine_overhead_bytes": ENGINE_OVERHEAD_BYTES,
         "reserve_fraction": RESERVE_FRACTION,
@@ -745,7 +765,7 @@ def sizing_results(
     ask = _ask_of(inputs)
     fleet = _fleet_read(inputs)
     plan = _plan_of(inputs, ask, fleet, on_progress)
-    memory = _memory_json(inputs, ask)
+    memory = _memory_json(inputs, ask, [spec for _, spec in fleet.gpus])
     results = {
         "model": _model_json(ask.model),
         **memory,

@@ -11,12 +11,12 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   (:func:`decode_weight_bytes`). GEMM time = the roofline of weight bytes / (bandwidth ×
   efficiency) and 2 × active params × tokens / (tensor FLOPS × efficiency), combined as far as
   the engine overlaps them (:func:`overlapped_s`) - a mixture of experts' routed-expert GEMMs
-  in FP4 on Blackwell at the share of the FP4 peak published MoE-layer kernels reach
-  (:data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE`, 14 %), and FP4 on Blackwell at most at the share
-  published dense NVFP4 GEMMs reach (:data:`DENSE_FP4_GEMM_PEAK_SHARE`, 34 %), not the
-  efficiency of the other tensor rates, and its NVFP4 routed experts' weights streaming at the
-  share of the bandwidth published MoE kernels reach (:data:`MOE_FP4_WEIGHT_STREAM_SHARE`,
-  0.397, :func:`weight_stream_s`), and block-scaled FP8 experts on Hopper at the share of the
+  in FP4 on Blackwell at the share of the FP4 peak measured MoE-layer kernels reach, and FP4 on
+  Blackwell at most at the share measured dense NVFP4 GEMMs reach, not the efficiency of the
+  other tensor rates, and its NVFP4 routed experts' weights streaming at the share of the
+  bandwidth measured MoE kernels reach (:func:`weight_stream_s`), each for the card's chip
+  family (``pools.sizing.fp4_kernels``: a B200 14 %, 34 %, 0.397; an RTX PRO 6000 36 %, capped
+  by the efficiency, 0.8), and block-scaled FP8 experts on Hopper at the share of the
   FP8 peak TensorRT-LLM's MoE op reaches (:data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`, 24 %);
   a mixture of experts adds the activation traffic of its routed rows between the grouped
   GEMMs (:func:`moe_glue_s`); attention time = max(KV bytes read / (bandwidth × efficiency),
@@ -59,6 +59,7 @@ from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.collectives import measured_allreduce_share
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
 from pools.sizing.engines import engine_profile
+from pools.sizing.fp4_kernels import fp4_kernels
 from pools.sizing.gpus import (
     NVLINK_DOMAIN_GPUS,
     GpuSpec,
@@ -501,51 +502,23 @@ def routed_active_params(model: ModelArch) -> int:
     )
 
 
-#: Share of a card's dense FP4 tensor peak that dense NVFP4 GEMMs reach on Blackwell, activation
-#: quantisation included - a published kernel measurement, not an end-to-end fit: vLLM pull
-#: request 20646 ("Basic tuned configs for NVFP4 CUTLASS dense GEMM", 2025-07,
-#: ``benchmarks/kernels/bench_nvfp4_gemm.py``), Llama-3.1-8B's QKV shape N = 6,144, K = 4,096:
-#: "nvfp4" (quantise the BF16 activations, then multiply) levels off at 2,948 / 3,025 / 3,039
-#: TFLOPS at 4,096 / 8,192 / 16,384 rows, "nvfp4-noquant" at 3,904. The card is an SM100 one
-#: (3,904 TFLOPS exceeds every SM120 card's FP4 peak, 2,015 for the RTX PRO 6000); taken as a
-#: B200, 9,000 dense FP4 TFLOPS: 3039 / 9000 = 0.338, below the 0.5 of every other tensor rate
-#: (``engines.COMPUTE_EFFICIENCY``). NVIDIA's B200 datasheet FP4 rate is twice its FP8 rate;
-#: these kernels reach 0.68 x the FP8 peak. flashinfer-ai/flashinfer issue 1732 (2025-09,
-#: "[Perf] FP4 GEMM on B200", priority P0) reports the same: the CUTLASS FP4 GEMM "not
-#: approaching the hardware limit" for compute- and memory-bound shapes alike.
-DENSE_FP4_GEMM_PEAK_SHARE = 3039 / 9000
-
-
 def linear_flops_rate(
-    *, precision: Precision, tflops: float | None, tp: int, efficiency: float
+    *, precision: Precision, gpu: GpuSpec, tflops: float | None, tp: int, efficiency: float
 ) -> float | None:
-    """FLOP/s of the linear layers on a TP group of ``tp`` cards of ``tflops`` dense TFLOPS each at
-    ``precision``: ``tflops x 1e12 x tp x efficiency``, capped at ``tflops x 1e12 x tp x``
-    :data:`DENSE_FP4_GEMM_PEAK_SHARE` when the card multiplies in FP4. ``None`` without a rate.
-    One B200 in NVFP4 at 0.5: min(4.5e15, 9e15 x 0.3377) = 3.039e15 FLOP/s.
+    """FLOP/s of the linear layers on a TP group of ``tp`` cards ``gpu`` of ``tflops`` dense
+    TFLOPS each at ``precision``: ``tflops x 1e12 x tp x efficiency``, capped at ``tflops x 1e12
+    x tp x`` the dense share of the card's FP4 kernels (:func:`pools.sizing.fp4_kernels.
+    fp4_kernels`) when the card multiplies in FP4. ``None`` without a rate. One B200 in NVFP4
+    at 0.5: min(4.5e15, 9e15 x 0.3377) = 3.039e15 FLOP/s; one RTX PRO 6000 (2,015.2 TFLOPS) at
+    0.5: min(1.0076e15, 2.0152e15 x 0.624) = 1.0076e15.
     """
     if not tflops:
         return None
     share = efficiency
-    if precision.compute == "fp4":
-        share = min(share, DENSE_FP4_GEMM_PEAK_SHARE)
+    kernels = fp4_kernels(gpu)
+    if precision.compute == "fp4" and kernels:
+        share = min(share, kernels.dense_gemm)
     return tflops * 1e12 * tp * share
-
-
-#: Share of a card's dense FP4 tensor peak that a mixture of experts' routed-expert GEMMs reach
-#: in NVFP4 on Blackwell - published kernel-level measurements of whole MoE layers (grouped
-#: expert GEMMs with their routing, activation quantisation and combine), not an end-to-end fit:
-#: "TFLOPS Gap: Why FP4 MoE Kernel Engineering Matters on Blackwell" (Hugging Face blog,
-#: huggingface.co/blog/apsys/blackwell-nvfp4-comparison, 2026-01), one B200, GPT-OSS-20B's MoE
-#: layer (32 experts, top 4) at 4,096 tokens (512 rows per expert): SGLang's NVFP4 kernels
-#: 1,262 TFLOPS, FlashInfer CuteDSL 1,225, vLLM 1,117. The best of the three over the B200's
-#: 9,000 dense FP4 TFLOPS (:data:`pools.sizing.gpus.FP4_DENSE_TFLOPS`): 1262 / 9000 = 0.1402,
-#: against the 0.5 (``engines.COMPUTE_EFFICIENCY``) the dense layers are given. Corroborated by
-#: NVIDIA/TransformerEngine issue 2281 (2025-10): on a B200, NVFP4 ``GroupedLinear`` at
-#: DeepSeek-V3 MoE shapes ran "no better than MXFP8 in many shapes" and at most 15 % faster,
-#: the maintainer naming the quantisation kernels and the small GEMM sizes of MoE layers. The
-#: measurement is one card type; other FP4 cards get the same share of their own peak.
-MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
 
 
 #: Share of a Hopper card's dense FP8 tensor peak that a mixture of experts' routed-expert GEMMs
@@ -561,36 +534,17 @@ MOE_FP4_GROUPED_GEMM_PEAK_SHARE = 1262 / 9000
 #: 472 TFLOPS, 0.2386 of the 1,979 peak (DeepSeek-V3's shape at EP 8: 0.30 - 0.33), against the
 #: 0.55 the other layers are given. The same slope gives B200 NVFP4 MoE a median 0.11 - 0.14 of
 #: its FP4 peak (``b200_sxm/moe/trtllm/1.3.0rc20``), the share
-#: :data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE` cites from another publication; per-tensor FP8
+#: ``fp4_kernels.MOE_FP4_GROUPED_GEMM_PEAK_SHARE`` cites from another publication; per-tensor FP8
 #: experts reach 0.35 (median, all shapes; Mixtral-8x7B's wide experts 0.56 - 0.77, above the
 #: 0.55), so only block-scaled checkpoints get this share.
 MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE = 0.2386
-
-
-#: Share of a card's peak memory bandwidth at which a mixture of experts' routed-expert weights
-#: stream in NVFP4 on Blackwell, against :data:`BANDWIDTH_EFFICIENCY` (0.8) for every other
-#: weight - a published kernel measurement, not an end-to-end fit: NVIDIA's aiconfigurator
-#: tables of TensorRT-LLM's fused MoE op (``CutlassFusedMoE`` forward: routing, input
-#: quantisation, both grouped GEMMs, activation, finalize), ai-dynamo/aiconfigurator
-#: @095f58a5 ``aic-core/src/aiconfigurator_core/systems/data/{b200_sxm,gb200}/moe/trtllm/
-#: 1.3.0rc20/moe_perf.parquet`` (latency in ms per op, balanced routing, MoE TP 1). Where the
-#: op is weight-stream bound - 2 to 32 rows per local expert - its local experts' NVFP4 bytes
-#: (E / EP x 3 x hidden x I x 4.5 / 8, scales included) over its latency reach a median 0.397
-#: of the 8 TB/s peak (the median of the medians of the 164 (card, shape, EP) groups holding at
-#: least 100 MB of them; Llama 4 Maverick's shape at EP 8 on a B200: 1.13 GB in 0.41 ms, 0.34).
-#: The FP8 op at the same shapes and token counts takes only 1 / 0.84 as long (median of the
-#: NVFP4 / FP8 latency ratio over 68 shape groups a card), not 1 / 0.5625 as its bytes would:
-#: the NVFP4 kernels do not turn the smaller weights into a shorter stream at decode's row
-#: counts. The FP8 op on Hopper meets :data:`BANDWIDTH_EFFICIENCY` (H100 / H200, Llama 4 Maverick
-#: at EP 8: 0.84 of peak), which is why only NVFP4 experts get this share.
-MOE_FP4_WEIGHT_STREAM_SHARE = 0.397
 
 
 def routed_fp4_stream_bytes(
     *, model: ModelArch, precision: Precision, gpu: GpuSpec, tokens: float
 ) -> float:
     """The part of :func:`decode_weight_bytes` (and of :func:`dp_weight_bytes`, which counts the
-    routed experts once) that streams at :data:`MOE_FP4_WEIGHT_STREAM_SHARE` of the bandwidth:
+    routed experts once) that streams at the card's FP4 MoE stream share (:func:`weight_stream_s`):
     :func:`routed_expert_bytes` for a mixture of experts in NVFP4 on a card with FP4 tensor
     cores, else 0."""
     if precision.name != "NVFP4" or not fp4_dense_tflops(gpu):
@@ -598,39 +552,44 @@ def routed_fp4_stream_bytes(
     return routed_expert_bytes(model=model, precision=precision, tokens=tokens)
 
 
-def weight_stream_s(*, weight_bytes: float, routed_fp4_bytes: float, bandwidth: float) -> float:
-    """Seconds to stream ``weight_bytes`` from memory on cards of ``bandwidth`` B/s of peak in
-    all: ``routed_fp4_bytes`` of them (:func:`routed_fp4_stream_bytes`) at
-    :data:`MOE_FP4_WEIGHT_STREAM_SHARE` of it, the rest at :data:`BANDWIDTH_EFFICIENCY`.
-    Qwen3-30B-A3B NVFP4 on one B200 (8 TB/s) with every expert touched: 48 x 128 x 3 x 2,048 x
-    768 x 4.5 / 8 = 16,307,453,952 B of experts take 16,307,453,952 / (8e12 x 0.397) =
-    5.1346 ms instead of 2.5480 ms."""
+def weight_stream_s(
+    *, weight_bytes: float, routed_fp4_bytes: float, bandwidth: float, gpu: GpuSpec
+) -> float:
+    """Seconds to stream ``weight_bytes`` from memory on cards ``gpu`` of ``bandwidth`` B/s of
+    peak in all: ``routed_fp4_bytes`` of them (:func:`routed_fp4_stream_bytes`) at the card's FP4
+    kernels' MoE stream share (:func:`pools.sizing.fp4_kernels.fp4_kernels`) where that is below
+    :data:`BANDWIDTH_EFFICIENCY`, the rest (and all of them elsewhere) at
+    :data:`BANDWIDTH_EFFICIENCY`. Qwen3-30B-A3B NVFP4 on one B200 (8 TB/s) with every expert
+    touched: 48 x 128 x 3 x 2,048 x 768 x 4.5 / 8 = 16,307,453,952 B of experts take
+    16,307,453,952 / (8e12 x 0.397) = 5.1346 ms instead of 2.5480 ms; on an RTX PRO 6000 (0.832
+    measured) at 0.8 like the rest."""
+    kernels = fp4_kernels(gpu)
+    share = min(kernels.moe_stream, BANDWIDTH_EFFICIENCY) if kernels else BANDWIDTH_EFFICIENCY
     rest = weight_bytes - routed_fp4_bytes
-    return rest / (bandwidth * BANDWIDTH_EFFICIENCY) + routed_fp4_bytes / (
-        bandwidth * MOE_FP4_WEIGHT_STREAM_SHARE
-    )
+    return rest / (bandwidth * BANDWIDTH_EFFICIENCY) + routed_fp4_bytes / (bandwidth * share)
 
 
 def routed_expert_flops_rate(
     *, model: ModelArch, precision: Precision, gpu: GpuSpec, tp: int, flops_rate: float
 ) -> float:
     """FLOP/s of the routed-expert GEMMs on a TP group of ``tp`` cards whose other linear
-    layers multiply at ``flops_rate`` FLOP/s: ``min(flops_rate, tp x FP4 dense peak x
-    MOE_FP4_GROUPED_GEMM_PEAK_SHARE)`` for a mixture of experts multiplied in FP4 (NVFP4 /
-    MXFP4 on Blackwell tensor cores), ``min(flops_rate, tp x FP8 dense peak x
-    MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)`` for block-scaled FP8 experts on Hopper
-    (:func:`fp8_block_routed`; 8 H200s at 0.55: min(8.707e15, 8 x 1.979e15 x 0.2386) =
-    3.778e15 FLOP/s), else ``flops_rate``. One B200 (9,000 TFLOPS FP4) at
-    efficiency 0.5: min(4.5e15, 9e15 x 0.1402) = 1.262e15 FLOP/s.
+    layers multiply at ``flops_rate`` FLOP/s: ``min(flops_rate, tp x FP4 dense peak x`` the MoE
+    share of the card's FP4 kernels ``)`` (:func:`pools.sizing.fp4_kernels.fp4_kernels`) for a
+    mixture of experts multiplied in FP4 (NVFP4 / MXFP4 on Blackwell tensor cores),
+    ``min(flops_rate, tp x FP8 dense peak x MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)`` for
+    block-scaled FP8 experts on Hopper (:func:`fp8_block_routed`; 8 H200s at 0.55:
+    min(8.707e15, 8 x 1.979e15 x 0.2386) = 3.778e15 FLOP/s), else ``flops_rate``. One B200
+    (9,000 TFLOPS FP4) at efficiency 0.5: min(4.5e15, 9e15 x 0.1402) = 1.262e15 FLOP/s; one
+    RTX PRO 6000 (2,015.2): min(1.0076e15, 2.0152e15 x 0.356) = 7.174e14.
     """
     if fp8_block_routed(model=model, precision=precision, gpu=gpu):
         return min(
             flops_rate, gpu.fp8_dense_tflops * 1e12 * tp * MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE
         )
-    peak = fp4_dense_tflops(gpu)
-    if not model.is_moe or precision.compute != "fp4" or not peak:
+    kernels = fp4_kernels(gpu)
+    if not model.is_moe or precision.compute != "fp4" or not kernels:
         return flops_rate
-    return min(flops_rate, peak * 1e12 * tp * MOE_FP4_GROUPED_GEMM_PEAK_SHARE)
+    return min(flops_rate, fp4_dense_tflops(gpu) * 1e12 * tp * kernels.moe_gemm)
 
 
 def fp8_block_routed(*, model: ModelArch, precision: Precision, gpu: GpuSpec) -> bool:
@@ -647,20 +606,22 @@ def fp8_block_routed(*, model: ModelArch, precision: Precision, gpu: GpuSpec) ->
 
 
 def fp4_compute_shares(
-    *, model: ModelArch, precision: Precision, efficiency: float
+    *, model: ModelArch, precision: Precision, gpu: GpuSpec, efficiency: float
 ) -> tuple[float | None, float | None]:
-    """The shares of the FP4 tensor peak a run multiplies at on cards with FP4 tensor cores, as
-    (linear layers, routed experts), for the page's account of the rates used: ``(min(
-    efficiency,`` :data:`DENSE_FP4_GEMM_PEAK_SHARE` ``), min(efficiency,``
-    :data:`MOE_FP4_GROUPED_GEMM_PEAK_SHARE` ``))`` for an FP4 precision (NVFP4 / MXFP4), the
-    second ``None`` for a dense model; ``(None, None)`` for any other precision (every GEMM at
-    ``efficiency`` of its own peak). The same caps as :func:`linear_flops_rate` and
-    :func:`routed_expert_flops_rate`. NVFP4 mixture of experts at 0.5: (0.3377, 0.1402).
+    """The shares of the FP4 tensor peak a run multiplies at on ``gpu``, a card with FP4 tensor
+    cores, as (linear layers, routed experts), for the page's account of the rates used:
+    ``(min(efficiency, dense share), min(efficiency, MoE share))`` of the card's FP4 kernels
+    (:func:`pools.sizing.fp4_kernels.fp4_kernels`) for an FP4 precision (NVFP4 / MXFP4), the
+    second ``None`` for a dense model; ``(None, None)`` for any other precision or a card
+    without FP4 tensor cores (every GEMM at ``efficiency`` of its own peak). The same caps as
+    :func:`linear_flops_rate` and :func:`routed_expert_flops_rate`. NVFP4 mixture of experts
+    at 0.5 on a B200: (0.3377, 0.1402); on an RTX PRO 6000: (0.5, 0.356).
     """
-    if precision.compute != "fp4":
+    kernels = fp4_kernels(gpu)
+    if precision.compute != "fp4" or not kernels:
         return None, None
-    linear = min(efficiency, DENSE_FP4_GEMM_PEAK_SHARE)
-    routed = min(efficiency, MOE_FP4_GROUPED_GEMM_PEAK_SHARE) if model.is_moe else None
+    linear = min(efficiency, kernels.dense_gemm)
+    routed = min(efficiency, kernels.moe_gemm) if model.is_moe else None
     return linear, routed
 
 
@@ -1310,7 +1271,7 @@ def replica_throughput(
     effective_bandwidth = bandwidth * BANDWIDTH_EFFICIENCY
     tflops = tensor_tflops(precision, gpu)
     flops_rate = linear_flops_rate(
-        precision=precision, tflops=tflops, tp=tp, efficiency=profile.compute_efficiency
+        precision=precision, gpu=gpu, tflops=tflops, tp=tp, efficiency=profile.compute_efficiency
     )
     # Attention (QK^T, PV) multiplies 16-bit activations with the (de-quantised) KV cache: FP8
     # and INT8 checkpoints quantise the linear layers only (module docstring), so attention
@@ -1435,6 +1396,7 @@ def replica_throughput(
                 model=model, precision=precision, gpu=gpu, tokens=new_input
             ),
             bandwidth=bandwidth,
+            gpu=gpu,
         )
         # The routed experts' multiplies spread over every card (expert parallelism), the rest
         # on the rank's tp / d cards: dp times as long.
@@ -1502,13 +1464,14 @@ def replica_throughput(
             / output_tokens
             * (prefill_attention_flops + encoder_flops_per_request)
         )
-        # NVFP4 routed experts stream slower than the other weights (MOE_FP4_WEIGHT_STREAM_SHARE).
+        # NVFP4 routed experts stream slower than the other weights on SM100 (fp4_kernels).
         memory_s = weight_stream_s(
             weight_bytes=weights_read,
             routed_fp4_bytes=routed_fp4_stream_bytes(
                 model=model, precision=precision, gpu=gpu, tokens=tokens
             ),
             bandwidth=bandwidth,
+            gpu=gpu,
         )
         # Decode-only steps multiply a CUDA graph's padded batch (engines.EngineProfile).
         padding = (

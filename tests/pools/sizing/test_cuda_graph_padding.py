@@ -199,7 +199,7 @@ def test_a_pytorch_backend_step_multiplies_its_padded_batch(monkeypatch):
     decode_only = tokens == pytest.approx(1470)
     rows = (1536 - 1470) * (1 if decode_only else 1 - (1470 / 2048) / ((2048 - 1470) / 128))
     flops_rate = linear_flops_rate(
-        precision=NVFP4, tflops=tensor_tflops(NVFP4, gpu), tp=1, efficiency=0.5
+        precision=NVFP4, gpu=gpu, tflops=tensor_tflops(NVFP4, gpu), tp=1, efficiency=0.5
     )
     routed_rate = routed_expert_flops_rate(
         model=model, precision=NVFP4, gpu=gpu, tp=1, flops_rate=flops_rate

@@ -467,6 +467,27 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
     assert "skewed router" not in dense_text
 
 
+def test_the_footnote_gives_each_blackwell_chip_familys_own_fp4_shares(fleet, member_page):
+    """An RTX PRO 6000 (SM120) multiplies NVFP4 at its own kernels' shares (aiconfigurator's
+    tables: dense 0.624, above the engine's 0.5 so 50 %; routed experts 35.6 %), a B200 at the
+    published SM100 ones (33.8 % / 14.0 %): both named, each with its source."""
+    both = {
+        **QWEN_72B,
+        "model": "qwen3_30b_a3b",
+        "precision": "NVFP4",
+        "gpu_models": ["b200", "rtx_pro_6000_server"],
+    }
+    html = _htmx(member_page, "/sizing/", both).content.decode()
+    text = re.search(r'<span id="compute-shares">(.*?)</span>', html, re.S).group(1)
+
+    assert "on B200 SXM 180GB its linear layers at 33.8 % and its routed experts at 14.0 %" in text
+    assert (
+        "on RTX PRO 6000 Blackwell Server 96GB its linear layers at 50.0 % and its routed experts "
+        "at 35.6 % of the FP4 peak (NVIDIA aiconfigurator, TensorRT-LLM&#x27;s NVFP4 GEMM and "
+        "MoE ops on an RTX PRO 6000 Blackwell Server)"
+    ) in text
+
+
 def test_the_footnote_gives_the_routing_skew_of_a_mixture_of_experts(fleet, member_page):
     """A mixture of experts' routed experts are costed as the busiest card under a skewed router
     (pools/sizing/routing.py): Qwen3-30B-A3B (exponent 1.2) 1.112 on one card, 1.764 over eight

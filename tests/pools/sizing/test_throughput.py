@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from pools.sizing import SizingInputError
 from pools.sizing.engines import ENGINE_PROFILES, VLLM_V0_STEP_OVERHEAD_S_PER_LAYER, engine_profile
+from pools.sizing.fp4_kernels import fp4_kernels
 from pools.sizing.gpus import gpu_spec, gpu_specs_from_catalogue
 from pools.sizing.memory import precision_parse
 from pools.sizing.presets import model_preset
@@ -593,16 +594,22 @@ def test_fp4_linear_layers_multiply_at_the_published_dense_nvfp4_gemm_share_of_t
     # 3,039 TFLOPS (vLLM's NVFP4 CUTLASS GEMM with activation quantisation, 16,384 rows) of the
     # B200's 9,000: below the 0.5 efficiency, so it binds; FP8 keeps 4,500 x 0.5.
     nvfp4, fp8 = precision_parse("NVFP4"), precision_parse("FP8")
-    assert linear_flops_rate(precision=nvfp4, tflops=9000, tp=1, efficiency=0.5) == pytest.approx(
-        3039e12
-    )
-    assert linear_flops_rate(precision=nvfp4, tflops=9000, tp=4, efficiency=0.3) == pytest.approx(
-        4 * 9000e12 * 0.3
-    )
-    assert linear_flops_rate(precision=fp8, tflops=4500, tp=2, efficiency=0.5) == pytest.approx(
-        2 * 2250e12
-    )
-    assert linear_flops_rate(precision=nvfp4, tflops=None, tp=1, efficiency=0.5) is None
+    b200 = gpu_spec("b200")
+
+    def rate(precision, tflops, tp, efficiency, gpu=b200):
+        return linear_flops_rate(
+            precision=precision, gpu=gpu, tflops=tflops, tp=tp, efficiency=efficiency
+        )
+
+    assert rate(nvfp4, 9000, 1, 0.5) == pytest.approx(3039e12)
+    assert rate(nvfp4, 9000, 4, 0.3) == pytest.approx(4 * 9000e12 * 0.3)
+    assert rate(fp8, 4500, 2, 0.5) == pytest.approx(2 * 2250e12)
+    assert rate(nvfp4, None, 1, 0.5) is None
+    # An RTX PRO 6000 (SM120) reaches 0.624 of its 2,015.2 TFLOPS (aiconfigurator's tables):
+    # above 0.5, so the efficiency binds - 2,015.2 x 0.5 = 1,007.6 TFLOPS, not 2,015.2 x 0.338.
+    rtx = gpu_spec("rtx_pro_6000_server")
+    assert rate(nvfp4, 2015.2, 1, 0.5, rtx) == pytest.approx(1007.6e12)
+    assert rate(nvfp4, 2015.2, 1, 0.7, rtx) == pytest.approx(2015.2e12 * 0.624)
 
 
 def test_a_compute_bound_dense_nvfp4_prefill_runs_at_the_dense_fp4_gemm_rate():
@@ -624,18 +631,24 @@ def test_fp4_compute_shares_name_the_published_kernel_rates_the_run_multiplies_a
     blog); a dense model has no routed share; FP8 keeps the engine's share everywhere (None)."""
     qwen_moe, dense = model_preset("qwen3_30b_a3b"), model_preset("llama3_70b")
     nvfp4, mxfp4 = precision_parse("NVFP4"), precision_parse("MXFP4")
+    b200, gb200, h100 = gpu_spec("b200"), gpu_spec("gb200"), gpu_spec("h100_sxm")
 
-    linear, routed = fp4_compute_shares(model=qwen_moe, precision=nvfp4, efficiency=0.5)
+    def shares(model, precision, efficiency, gpu=b200):
+        return fp4_compute_shares(model=model, precision=precision, gpu=gpu, efficiency=efficiency)
+
+    linear, routed = shares(qwen_moe, nvfp4, 0.5)
     assert linear == pytest.approx(0.337667, abs=1e-6)
     assert routed == pytest.approx(0.140222, abs=1e-6)
-    assert fp4_compute_shares(model=dense, precision=mxfp4, efficiency=0.5) == (
-        pytest.approx(0.337667, abs=1e-6),
-        None,
-    )
+    assert shares(qwen_moe, nvfp4, 0.5, gb200) == (linear, routed)  # the same SM100 kernels
+    assert shares(dense, mxfp4, 0.5) == (pytest.approx(0.337667, abs=1e-6), None)
     # An efficiency below both caps is the rate used for both.
-    assert fp4_compute_shares(model=qwen_moe, precision=nvfp4, efficiency=0.1) == (0.1, 0.1)
+    assert shares(qwen_moe, nvfp4, 0.1) == (0.1, 0.1)
     fp8 = precision_parse("FP8")
-    assert fp4_compute_shares(model=qwen_moe, precision=fp8, efficiency=0.5) == (None, None)
+    assert shares(qwen_moe, fp8, 0.5) == (None, None)
+    assert shares(qwen_moe, nvfp4, 0.5, h100) == (None, None)  # no FP4 tensor cores
+    # SM120 (RTX PRO 6000, RTX 5090): dense 0.624 (above 0.5, so 0.5), routed 0.356.
+    assert shares(qwen_moe, nvfp4, 0.5, gpu_spec("rtx_pro_6000_server")) == (0.5, 0.356)
+    assert shares(qwen_moe, nvfp4, 0.5, gpu_spec("rtx5090")) == (0.5, 0.356)
 
 
 def test_nvfp4_routed_experts_stream_at_the_published_moe_kernel_share_of_the_bandwidth():
@@ -651,11 +664,21 @@ def test_nvfp4_routed_experts_stream_at_the_published_moe_kernel_share_of_the_ba
     routed = routed_fp4_stream_bytes(model=qwen, precision=nvfp4, gpu=b200, tokens=4096)
     assert routed == pytest.approx(experts, rel=1e-12)
     assert routed == routed_expert_bytes(model=qwen, precision=nvfp4, tokens=4096)
-    seconds = weight_stream_s(weight_bytes=experts, routed_fp4_bytes=routed, bandwidth=8000e9)
+    seconds = weight_stream_s(
+        weight_bytes=experts, routed_fp4_bytes=routed, bandwidth=8000e9, gpu=b200
+    )
     assert seconds == pytest.approx(5.13459e-3, rel=1e-5)
     # The rest of the bytes keep BANDWIDTH_EFFICIENCY: 1e9 more bytes add 1e9 / 6.4e12 s.
-    more = weight_stream_s(weight_bytes=experts + 1e9, routed_fp4_bytes=routed, bandwidth=8000e9)
+    more = weight_stream_s(
+        weight_bytes=experts + 1e9, routed_fp4_bytes=routed, bandwidth=8000e9, gpu=b200
+    )
     assert more - seconds == pytest.approx(1e9 / 6.4e12)
+    # An RTX PRO 6000's kernels stream them at 0.832 of its 1,597 GB/s (aiconfigurator), above
+    # the 0.8 of the other weights: at 0.8 like the rest, 16,307,453,952 / 1.2776e12 = 12.764 ms.
+    rtx = gpu_spec("rtx_pro_6000_server")
+    assert weight_stream_s(
+        weight_bytes=experts, routed_fp4_bytes=routed, bandwidth=1597e9, gpu=rtx
+    ) == pytest.approx(12.7642e-3, rel=1e-4)
 
     fp8 = precision_parse("FP8")
     assert routed_fp4_stream_bytes(model=qwen, precision=fp8, gpu=b200, tokens=4096) == 0
@@ -758,3 +781,20 @@ def test_block_scaled_fp8_experts_multiply_at_the_moe_kernel_share_on_hopper_onl
     ) == pytest.approx(rate)
     assert not fp8_block_routed(model=deepseek, precision=fp8, gpu=b200)
     assert not fp8_block_routed(model=deepseek, precision=precision_parse("BF16"), gpu=h200)
+
+
+def test_each_blackwell_chip_family_has_its_own_fp4_kernel_shares():
+    """Compute capability 10.x (B200, B300, GB200, GB300) takes the shares published for the
+    B200; 12.0 (RTX PRO 6000 Server and Workstation, RTX 5090) the RTX PRO 6000's own, from
+    aiconfigurator's tables of TensorRT-LLM's kernels on it (0.624 / 0.356 / 0.832); a card
+    without FP4 tensor cores has none."""
+    for slug in ("b200", "b300", "gb200", "gb300"):
+        kernels = fp4_kernels(gpu_spec(slug))
+        assert (kernels.dense_gemm, kernels.moe_gemm, kernels.moe_stream) == pytest.approx(
+            (3039 / 9000, 1262 / 9000, 0.397)
+        )
+    for slug in ("rtx_pro_6000_server", "rtx_pro_6000_ws", "rtx5090"):
+        kernels = fp4_kernels(gpu_spec(slug))
+        assert (kernels.dense_gemm, kernels.moe_gemm, kernels.moe_stream) == (0.624, 0.356, 0.832)
+    assert fp4_kernels(gpu_spec("h100_sxm")) is None
+    assert fp4_kernels(gpu_spec("l40s")) is None
