@@ -21,6 +21,7 @@ from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.filtersets import SizingEstimateFilterSet
+from pools.sizing.gpus import NVLINK_DOMAIN_GPUS
 from pools.sizing.presets import model_presets
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web.numbers import grouped
@@ -272,6 +273,8 @@ def _decorate(results: dict) -> dict:
     for row in results["rows"]:
         # The buffer is whole replicas (plan: ceil(share x sized replicas)); the page says so
         # when a replica is several cards ("30 % of 2" read as 2 cards of buffer).
+        # a GB200 / GB300 NVL72 rack: TP may span its NVLink domain, not the default node
+        row["nvlink_domain_gpus"] = NVLINK_DOMAIN_GPUS.get(row["gpu_model"])
         if not row.get("cards_per_replica"):  # saved before the rows carried it
             row["cards_per_replica"] = (row.get("tp") or 1) * (row.get("pp") or 1)
         if row.get("cards_sized") is not None:

@@ -111,6 +111,24 @@ def test_a_buffer_of_whole_replicas_says_so_instead_of_30_percent_of_2_being_2(f
     assert "<li><strong>= 4 cards</strong></li>" in html
 
 
+def test_an_nvl72_row_names_its_nvlink_domain_not_8_cards_a_node(fleet, member_page):
+    """GB200 NVL72 joins 72 GPUs in one NVLink domain (pools/sizing/gpus.py
+    NVLINK_DOMAIN_GPUS) and the plan lets TP span it (Kimi-K2 BF16: TP 16), but the row
+    read "8/node" beside TP 16, the default node of a model no pool has."""
+    fields = {**QWEN_72B, "model": "kimi_k2", "precision": "BF16", "gpu_models": ["gb200", "b200"],
+              "demand_kind": "concurrency", "concurrency": "8"}  # fmt: skip
+    fields.pop("output_tok_s")
+
+    html = _htmx(member_page, "/sizing/", fields).content.decode()
+
+    gb200 = html[html.index('data-gpu="gb200"') :]
+    gb200 = gb200[: gb200.index("</small>")]
+    assert "NVLink · 72 in one NVLink domain" in gb200
+    assert "/node" not in gb200
+    b200 = html[html.index('data-gpu="b200"') :]
+    assert "NVLink · 8/node</small>" in b200[: b200.index("</small>") + 8]
+
+
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
     response = _htmx(member_page, "/sizing/", {**QWEN_72B, "input_len": "0", "output_len": "-1"})
 
