@@ -8,7 +8,8 @@ experts_per_token, num_shared_experts, first_k_dense_layers, kv_lora_rank, qk_ro
 sliding_window_tokens, sliding_window_layers ... - and/or ``config`` (a Hugging Face config.json
 object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue slug, e.g.
 ``h100_sxm``, or the name nvidia-smi prints, e.g. ``NVIDIA H100 80GB HBM3``; a name several SKUs
-share is refused with reason ``ambiguous_gpu`` and the candidates), ``gpu_count``, ``tp``,
+share is refused with reason ``ambiguous_gpu`` and the candidates; the catalogue as the database
+keeps it, admins' edits and additions included, as the sizing page reads it), ``gpu_count``, ``tp``,
 ``pp`` (pipeline stages; a replica is tp x pp cards), ``ep`` (expert parallel, MoE; divides tp),
 ``dp_attention`` (attention data-parallel ranks, MoE with ep = tp; divides tp),
 ``nic_gbps`` (NIC Gb/s per card: needed when the cards span nodes; TP across nodes below 400 is
