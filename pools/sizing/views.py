@@ -195,13 +195,21 @@ CHART_FRAME_PX = 80
 CHART_FRAME_WITH_COST_PX = 170
 
 
-def _error_items(errors: dict[str, str]) -> list[dict[str, str]]:
-    """Field errors with the form's labels, in the form's order; ``field`` is the input's name."""
+def _error_items(errors: dict[str, str], form: dict | None = None) -> list[dict[str, str]]:
+    """Field errors with the form's labels, in the form's order; ``field`` is the input's name.
+    A custom-architecture field left blank on ``form`` beside a pasted config.json got its
+    value from the config: its label says so (the user never typed it)."""
     order = {name: position for position, name in enumerate(FIELD_LABELS)}
+    custom = (form or {}).get("custom_model") or {}
+    pasted = isinstance(custom, dict) and str(custom.get("config") or "").strip()
     items = []
     for field, message in errors.items():
         head, _, tail = field.partition(".")
-        if head == "custom_model" and tail:
+        if head == "custom_model" and tail and tail != "config" and pasted:
+            given = str(custom.get(tail) or "").strip()
+            where = "custom architecture" if given else "from the config.json"
+            label = f"{CUSTOM_LABELS.get(tail, tail)} ({where})"
+        elif head == "custom_model" and tail:
             label = f"{CUSTOM_LABELS.get(tail, tail)} (custom architecture)"
         elif head == "prices" and tail:
             label = f"Price per card-hour of {tail}"
@@ -383,7 +391,7 @@ def sizing_page(request):
     try:
         _inputs, results = sizing_services.sizing_preview(raw=form)
     except DomainError as exc:
-        errors = _error_items(exc.data.get("errors") or {"model": exc.message})
+        errors = _error_items(exc.data.get("errors") or {"model": exc.message}, form)
     if export == "csv":
         if results is None:
             return HttpResponse(
@@ -427,7 +435,7 @@ def sizing_save(request):
         context = {
             **_page_context(request, form),
             "results": None,
-            "errors": _error_items(exc.data.get("errors") or {"model": exc.message}),
+            "errors": _error_items(exc.data.get("errors") or {"model": exc.message}, form),
             "query": "",
         }
         return render(request, "pools/sizing/sizing.html#results", context)

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 from urllib.parse import parse_qs, urlencode
 
 import pytest
@@ -18,6 +19,8 @@ from pools.sizing.inputs import sizing_inputs_clean
 from pools.sizing.models import SizingEstimate
 
 pytestmark = pytest.mark.django_db
+
+FIXTURES_DIR = Path(__file__).resolve().parents[2] / "fixtures"
 
 QWEN_72B = {
     "model": "qwen2_5_72b",
@@ -127,6 +130,33 @@ def test_an_nvl72_row_names_its_nvlink_domain_not_8_cards_a_node(fleet, member_p
     assert "/node" not in gb200
     b200 = html[html.index('data-gpu="b200"') :]
     assert "NVLink · 8/node</small>" in b200[: b200.index("</small>") + 8]
+
+
+def test_a_pasted_config_jsons_contradictions_are_labelled_as_the_config_s(fleet, member_page):
+    """Issue 34, *Bad input*: a config.json's contradictions refused field by field. Pasted
+    with the fields blank, the errors were labelled as the form's own fields ("Experts per
+    token (MoE) (custom architecture)"), which the user never filled in; they must say the
+    value came from the config.json (Qwen3-30B-A3B's, experts per token 200 of 128 experts,
+    5 KV heads of 32)."""
+    config = json.loads(
+        (FIXTURES_DIR / "hf_configs" / "qwen3_30b_a3b.json").read_text(encoding="utf-8")
+    )
+    config.update(num_experts_per_tok=200, num_key_value_heads=5)
+    fields = {**QWEN_72B, "model": "custom", "custom_model.config": json.dumps(config)}
+
+    html = _htmx(member_page, "/sizing/", fields, method="post").content.decode()
+
+    assert (
+        "<strong>Experts per token (MoE) (from the config.json)</strong>: 200 experts per "
+        "token is more than the 128 experts." in html
+    )
+    assert "<strong>KV heads (from the config.json)</strong>: 5 KV heads do not divide" in html
+    # a field typed on the form is still the form's
+    typed = {**fields, "custom_model.num_kv_heads": "5"}
+    config["num_key_value_heads"] = 4
+    typed["custom_model.config"] = json.dumps(config)
+    html = _htmx(member_page, "/sizing/", typed, method="post").content.decode()
+    assert "<strong>KV heads (custom architecture)</strong>: 5 KV heads" in html
 
 
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):
