@@ -183,6 +183,12 @@ class EngineProfile:
     ``sliding_window_keeps_full_kv``: a sliding-window model keeps (allocates) its whole
     context's KV on every layer but still reads only the window on its sliding layers
     (:data:`TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV`): memory only, not throughput.
+    ``hopper_mxfp4_moe_triton``: the engine runs a mixture of experts' MXFP4 experts on Hopper
+    as TensorRT-LLM does - weights kept in MXFP4, BF16 activations, its TRITON MoE backend
+    (:data:`TENSORRT_LLM_HOPPER_MXFP4_MOE_TRITON`) - whose measured rates
+    (``pools.sizing.throughput.hopper_mxfp4_routed_rate``) replace the engine's GEMM
+    efficiency for those experts. False: vLLM's kernel for the same checkpoint reaches the
+    engine's own efficiency (``benchmarks/mxfp4_hopper_moe.py``: 0.55 - 0.58 of the BF16 peak).
     ``cuda_graph_batch_sizes``: the CUDA-graph batch sizes the engine captures with padding on
     (:data:`TRTLLM_BENCH_CUDA_GRAPH_BATCH_SIZES` for TensorRT-LLM's PyTorch backend as its
     published runs configure it); a decode-only step multiplies the padded batch
@@ -204,6 +210,7 @@ class EngineProfile:
     moe_dp_exchange: str = "all_to_all"
     chunked_attention_keeps_full_kv: bool = False
     sliding_window_keeps_full_kv: bool = False
+    hopper_mxfp4_moe_triton: bool = False
     cuda_graph_batch_sizes: tuple[int, ...] = ()
 
 
@@ -232,6 +239,21 @@ TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV = True
 #: buffer's maximum value". gpt-oss-120b at 22,000 tokens: 36 x 22,000 layer-tokens kept, not
 #: 18 x 22,000 + 18 x 128; read per step as the window gives.
 TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV = True
+
+#: TensorRT-LLM's PyTorch backend serves an MXFP4 checkpoint (openai/gpt-oss-*: routed experts
+#: MXFP4, attention, router, embeddings and head BF16) on Hopper as weight-only MXFP4: it loads
+#: ``quant_method`` mxfp4 as ``QuantAlgo.W4A16_MXFP4`` below SM 100 unless
+#: ``OVERRIDE_QUANT_ALGO`` says otherwise (NVIDIA/TensorRT-LLM ``tensorrt_llm/_torch/
+#: model_config.py`` @1a0dc5f70054f66d892df6a964996fc5ead6f81e, ``ModelConfig.
+#: get_mxfp4_quant_algo``), and its gpt-oss support matrix lists Hopper as activation bf16,
+#: weight mxfp4, MoE backend **TRITON** ("use the TRITON moe_backend on Hopper for both latency
+#: and throughput", ``examples/models/core/gpt_oss/README.md``), the backend the perf-overview
+#: tables' GPT-OSS options file switches to on Hopper (``moe_config: backend: CUTLASS  #
+#: Hopper: use TRITON``, docs/source/developer-guide/perf-overview.md
+#: @03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d) - the tables' "(FP8)" column label names no
+#: FP8 checkpoint (the page's FP8 list has no GPT-OSS) and the options file keeps the KV
+#: cache at the checkpoint's 16 bit on Hopper ("# Hopper: use auto").
+TENSORRT_LLM_HOPPER_MXFP4_MOE_TRITON = True
 
 
 ENGINE_PROFILES = {
@@ -280,7 +302,8 @@ ENGINE_PROFILES = {
         "perf-overview tables from v0.19 on): memory rule, batch cap and kernels as "
         "tensorrt-llm, plus its Python executor's host time per sequence per step "
         "(TensorRT-LLM issue 13957 on x86, pull request 10273 on Grace), and decode-only steps "
-        "padded to a captured CUDA-graph batch size (perf-overview llm_options.yml)",
+        "padded to a captured CUDA-graph batch size (perf-overview llm_options.yml), and "
+        "MXFP4 experts on Hopper on its TRITON MoE backend (weight-only, BF16 activations)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
         compute_efficiency=TRTLLM_PYTORCH_COMPUTE_EFFICIENCY,
         host_s_per_sequence=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE,
@@ -289,6 +312,7 @@ ENGINE_PROFILES = {
         moe_dp_exchange="allgather",
         chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
         sliding_window_keeps_full_kv=TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV,
+        hopper_mxfp4_moe_triton=TENSORRT_LLM_HOPPER_MXFP4_MOE_TRITON,
         cuda_graph_batch_sizes=TRTLLM_BENCH_CUDA_GRAPH_BATCH_SIZES,
     ),
 }

@@ -89,6 +89,7 @@ from pools.sizing.throughput import (
     Speculation,
     fp4_compute_shares,
     fp8_block_compute_share,
+    hopper_mxfp4_shares,
 )
 from pools.tenancy.models import Team
 from pools.tenancy.permissions import require_member
@@ -646,10 +647,26 @@ def _rate_shares(model, precision, engine, gpus) -> dict[str, Any]:
         "fp8_block_routed_share": fp8_block_compute_share(
             model=model, precision=precision, efficiency=efficiency
         ),
+        **_hopper_mxfp4_json(model, precision, engine),
         # A mixture of experts' busiest card under a skewed router (pools/sizing/routing.py):
         # one card, and eight expert-parallel ones; None for a dense model.
         "routing_skew_one": skew_factor(model=model, ranks=1) if model.is_moe else None,
         "routing_skew_eight": skew_factor(model=model, ranks=8) if model.is_moe else None,
+    }
+
+
+def _hopper_mxfp4_json(model, precision, engine) -> dict[str, float | None]:
+    """The measured rates of MXFP4 experts on Hopper under TensorRT-LLM's TRITON MoE op
+    (pools/sizing/throughput.py ``hopper_mxfp4_shares``), ``None`` each where they do not apply
+    (pure)."""
+    shares = hopper_mxfp4_shares(
+        model=model, precision=precision, triton=engine.hopper_mxfp4_moe_triton
+    )
+    multiply, slot_s, stream = shares or (None, None, None)
+    return {
+        "hopper_mxfp4_routed_share": multiply,
+        "hopper_mxfp4_slot_ns": None if slot_s is None else slot_s * 1e9,
+        "hopper_mxfp4_stream_share": stream,
     }
 
 

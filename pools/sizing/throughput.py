@@ -17,7 +17,10 @@ with aiconfigurator's empirical constants), and issue 17's evidence:
   bandwidth measured MoE kernels reach (:func:`weight_stream_s`), each for the card's chip
   family (``pools.sizing.fp4_kernels``: a B200 14 %, 34 %, 0.397; an RTX PRO 6000 36 %, capped
   by the efficiency, 0.8), and block-scaled FP8 experts on Hopper at the share of the
-  FP8 peak TensorRT-LLM's MoE op reaches (:data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`, 24 %);
+  FP8 peak TensorRT-LLM's MoE op reaches (:data:`MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE`, 24 %),
+  and MXFP4 experts on Hopper under TensorRT-LLM (weight-only on its TRITON MoE op) at the
+  rates measured for that op (:func:`hopper_mxfp4_routed_rate`, 44 % of the BF16 peak plus a
+  time per routed slot; :data:`HOPPER_MXFP4_MOE_STREAM_SHARE`, 0.2917 of the bandwidth);
   a mixture of experts adds the activation traffic of its routed rows between the grouped
   GEMMs (:func:`moe_glue_s`); attention time = max(KV bytes read / (bandwidth × efficiency),
   decode attention FLOPs / (16-bit FLOPS × efficiency); latent attention decodes in its
@@ -147,7 +150,8 @@ def precision_on_gpu(precision: Precision, gpu: GpuSpec) -> tuple[Precision, lis
     whose FP8 support is unknown is kept, with a warning. NVFP4 / MXFP4 multiply natively only
     on Blackwell (:data:`pools.sizing.gpus.FP4_DENSE_TFLOPS`); elsewhere they run de-quantised
     to 16 bit (``MXFP4-WO`` / ``NVFP4-WO``: vLLM serves gpt-oss's MXFP4 on Hopper and Ampere
-    with its Marlin MXFP4 kernel), 4.25 / 4.5 bits per weight read, FP16 compute.
+    with its Marlin MXFP4 kernel, TensorRT-LLM on Hopper as ``W4A16_MXFP4`` on its TRITON MoE
+    backend, :func:`hopper_mxfp4_routed`), 4.25 / 4.5 bits per weight read, FP16 compute.
     """
     if precision.compute == "fp4":
         if fp4_dense_tflops(gpu) is not None:
@@ -637,6 +641,131 @@ def fp8_block_compute_share(
     if not (model.is_moe and model.fp8_weight_block and precision.compute == "fp8"):
         return None
     return min(efficiency, MOE_FP8_BLOCK_GROUPED_GEMM_PEAK_SHARE)
+
+
+#: TensorRT-LLM's MoE op on Hopper for MXFP4 experts (``W4A16_MXFP4`` on its TRITON backend,
+#: :data:`pools.sizing.engines.TENSORRT_LLM_HOPPER_MXFP4_MOE_TRITON`), from NVIDIA's
+#: aiconfigurator tables of exactly that op (ai-dynamo/aiconfigurator @095f58a5 ``aic-core/src/
+#: aiconfigurator_core/systems/data/{h100_sxm,h200_sxm}/moe/trtllm/1.3.0rc20/moe_perf.parquet``,
+#: ``moe_dtype`` w4a16_mxfp4, gpt-oss-20b's and -120b's shapes: hidden 2,880, I 2,880, top 4 of
+#: 32 / 128 experts, balanced routing, MoE TP 1, EP 1 - 128; its collector pins TRITON on SM 90,
+#: ``collector/trtllm/collect_moe.py``), ``benchmarks/mxfp4_hopper_moe.py``. Where the op is
+#: compute bound (at least 512 rows per local expert; n = 4,096 -> 8,192 and 8,192 -> 16,384
+#: tokens) the slope per routed slot (a token's row to one of its k experts; every card takes
+#: all n x k of them and multiplies those of its E / EP experts) is, least squares over the 39
+#: (card, shape, EP, pair) slopes, 6 x hidden x I / EP / (0.4431 x BF16 peak) + 15.80 ns: the
+#: local experts' multiplies at 0.4431 of the 989 TFLOPS peak (H100 0.4442, H200 0.4423 when
+#: fitted alone), plus a time per slot no EP divides - the slope per card falls from 0.39 of
+#: the peak at EP 1 to 0.28 at EP 4 and 0.024 at EP 128, as the two terms give (0.389, 0.285,
+#: 0.024). vLLM 0.24.0's kernel for the same checkpoint (OpenAI triton_kernels, EP 1, the same
+#: tables' ``moe/vllm/0.24.0``) reaches 0.55 - 0.58 on both cards, so only engines with
+#: ``EngineProfile.hopper_mxfp4_moe_triton`` get these figures.
+HOPPER_MXFP4_MOE_PEAK_SHARE = 0.4431
+HOPPER_MXFP4_MOE_SLOT_S = 15.80e-9
+
+
+def hopper_mxfp4_routed(
+    *, model: ModelArch, precision: Precision, gpu: GpuSpec, triton: bool
+) -> bool:
+    """True when a mixture of experts' routed experts run as MXFP4 weight-only on a Hopper card
+    (``MXFP4-WO``, :func:`precision_on_gpu`; ``hopper`` in the card's architecture, a BF16
+    rate known) under an engine whose MoE op for them is TensorRT-LLM's TRITON one
+    (``triton``: ``EngineProfile.hopper_mxfp4_moe_triton``)."""
+    return bool(
+        triton
+        and model.is_moe
+        and precision.name == "MXFP4-WO"
+        and "hopper" in gpu.architecture.lower()
+        and (gpu.bf16_dense_tflops or gpu.fp16_dense_tflops)
+    )
+
+
+def hopper_mxfp4_routed_rate(
+    *, model: ModelArch, gpu: GpuSpec, tp: int, flops_rate: float
+) -> float:
+    """FLOP/s of the routed-expert GEMMs of :func:`hopper_mxfp4_routed` on ``tp`` cards whose
+    experts are spread over all of them (expert parallelism; one card: EP 1): per slot each
+    card takes 6 x hidden x I / tp FLOPs at :data:`HOPPER_MXFP4_MOE_PEAK_SHARE` of its BF16
+    peak plus :data:`HOPPER_MXFP4_MOE_SLOT_S`, and a token has k slots of 6 x hidden x I
+    FLOPs each, so the replica's rate is ``min(flops_rate, 1 / (1 / (tp x peak x share) +
+    slot_s / (6 x hidden x I)))``. gpt-oss-20b (hidden = I = 2,880) on one H200 (989 TFLOPS):
+    1 / (1 / 4.38226e14 + 15.80e-9 / 49,766,400) = 3.8470e14 FLOP/s, 0.389 of the peak; on
+    four H100s at EP 4: 1.1262e15 FLOP/s, 0.285 of each card's peak.
+    """
+    peak = (gpu.bf16_dense_tflops or gpu.fp16_dense_tflops) * 1e12
+    slot_flops = 6 * model.hidden_size * model.intermediate_size
+    rate = 1 / (
+        1 / (tp * peak * HOPPER_MXFP4_MOE_PEAK_SHARE) + HOPPER_MXFP4_MOE_SLOT_S / slot_flops
+    )
+    return min(flops_rate, rate)
+
+
+#: Share of a Hopper card's peak memory bandwidth at which the routed experts of
+#: :func:`hopper_mxfp4_routed` stream, against :data:`BANDWIDTH_EFFICIENCY` (0.8) for every
+#: other weight - the same tables and op as :data:`HOPPER_MXFP4_MOE_PEAK_SHARE`, measured as
+#: :data:`MOE_FP4_WEIGHT_STREAM_SHARE` is: where the op is weight-stream bound (2 to 32 rows
+#: per local expert) its local experts' MXFP4 bytes (E / EP x 3 x hidden x I x 4.25 / 8) over
+#: its latency reach a median 0.2917 of the peak (the median of the medians of the 15 (card,
+#: shape, EP) groups holding at least 100 MB of them; ``benchmarks/mxfp4_hopper_moe.py``).
+#: Single-card groups stream fastest - gpt-oss-120b's 1.69 GB on one H200 0.567, gpt-oss-20b's
+#: 0.42 GB 0.379 (H200) and 0.529 (H100) - and the op slows as rows are added well before it is
+#: compute bound (gpt-oss-120b on one H200: 0.62 ms at 256 tokens, 1.00 ms at 768 - 1,024),
+#: which one share over the regime averages.
+HOPPER_MXFP4_MOE_STREAM_SHARE = 0.2917
+
+
+def hopper_mxfp4_stream_extra_s(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    gpu: GpuSpec,
+    tokens: float,
+    triton: bool,
+    bandwidth: float,
+) -> float:
+    """Seconds the routed experts of :func:`hopper_mxfp4_routed` take to stream beyond what
+    :func:`weight_stream_s` gives them (at :data:`BANDWIDTH_EFFICIENCY`): their
+    :func:`routed_expert_bytes` at :data:`HOPPER_MXFP4_MOE_STREAM_SHARE` of ``bandwidth``
+    instead; 0 for any other run."""
+    if not hopper_mxfp4_routed(model=model, precision=precision, gpu=gpu, triton=triton):
+        return 0.0
+    routed = routed_expert_bytes(model=model, precision=precision, tokens=tokens)
+    return routed / (bandwidth * HOPPER_MXFP4_MOE_STREAM_SHARE) - routed / (
+        bandwidth * BANDWIDTH_EFFICIENCY
+    )
+
+
+def hopper_mxfp4_shares(
+    *, model: ModelArch, precision: Precision, triton: bool
+) -> tuple[float, float, float] | None:
+    """What the page states of :func:`hopper_mxfp4_routed` runs: ``(multiply share of the BF16
+    peak, seconds per routed slot, stream share of the bandwidth)`` -
+    (:data:`HOPPER_MXFP4_MOE_PEAK_SHARE`, :data:`HOPPER_MXFP4_MOE_SLOT_S`,
+    :data:`HOPPER_MXFP4_MOE_STREAM_SHARE`) - for a mixture of experts in MXFP4 (``MXFP4`` or
+    ``MXFP4-WO``) under an engine with ``triton`` (``EngineProfile.hopper_mxfp4_moe_triton``),
+    else ``None``; like :func:`fp8_block_compute_share` it holds on Hopper cards only, which
+    the page says. gpt-oss-120b MXFP4 under TensorRT-LLM: (0.4431, 1.58e-08, 0.2917)."""
+    if not (triton and model.is_moe and precision.name in ("MXFP4", "MXFP4-WO")):
+        return None
+    return HOPPER_MXFP4_MOE_PEAK_SHARE, HOPPER_MXFP4_MOE_SLOT_S, HOPPER_MXFP4_MOE_STREAM_SHARE
+
+
+def _routed_rate(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    gpu: GpuSpec,
+    tp: int,
+    flops_rate: float,
+    triton: bool,
+) -> float:
+    """The routed experts' FLOP/s: :func:`hopper_mxfp4_routed_rate` where
+    :func:`hopper_mxfp4_routed`, else :func:`routed_expert_flops_rate`."""
+    if hopper_mxfp4_routed(model=model, precision=precision, gpu=gpu, triton=triton):
+        return hopper_mxfp4_routed_rate(model=model, gpu=gpu, tp=tp, flops_rate=flops_rate)
+    return routed_expert_flops_rate(
+        model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
+    )
 
 
 def linear_compute_s(
@@ -1296,8 +1425,13 @@ def replica_throughput(
     # experts' multiplies and their activation traffic (moe_glue_s), not their weight stream.
     skew = skew_factor(model=model, ranks=tp if dp > 1 else 1)
     routed_rate = (
-        routed_expert_flops_rate(
-            model=model, precision=precision, gpu=gpu, tp=tp, flops_rate=flops_rate
+        _routed_rate(
+            model=model,
+            precision=precision,
+            gpu=gpu,
+            tp=tp,
+            flops_rate=flops_rate,
+            triton=profile.hopper_mxfp4_moe_triton,
         )
         / skew
         if flops_rate
@@ -1397,6 +1531,13 @@ def replica_throughput(
             ),
             bandwidth=bandwidth,
             gpu=gpu,
+        ) + hopper_mxfp4_stream_extra_s(
+            model=model,
+            precision=precision,
+            gpu=gpu,
+            tokens=new_input,
+            triton=profile.hopper_mxfp4_moe_triton,
+            bandwidth=bandwidth,
         )
         # The routed experts' multiplies spread over every card (expert parallelism), the rest
         # on the rank's tp / d cards: dp times as long.
@@ -1472,6 +1613,13 @@ def replica_throughput(
             ),
             bandwidth=bandwidth,
             gpu=gpu,
+        ) + hopper_mxfp4_stream_extra_s(
+            model=model,
+            precision=precision,
+            gpu=gpu,
+            tokens=tokens,
+            triton=profile.hopper_mxfp4_moe_triton,
+            bandwidth=bandwidth,
         )
         # Decode-only steps multiply a CUDA graph's padded batch (engines.EngineProfile).
         padding = (
@@ -1546,6 +1694,9 @@ def replica_throughput(
             serial_prefill_s = (
                 batch * serial_share * tokens_per_pass / output_tokens * prefill_alone_s
             )
+        # Of the prompts run alone, a sequence's own (1 / batch of them) runs before its first
+        # token; the others' run between its tokens, so its time per output token holds them.
+        others_prefill_s = serial_prefill_s * (1 - min(1.0, 1.0 / batch) / serial_share)
         return {
             "tokens": tokens,
             "padding_tokens": padding,
@@ -1558,6 +1709,7 @@ def replica_throughput(
             "all_to_all_step_s": all_to_all_step_s,
             "decode_step_s": decode_step_s,
             "serial_prefill_s": serial_prefill_s,
+            "between_tokens_s": decode_step_s + others_prefill_s,
             "step_s": decode_step_s + serial_prefill_s,
         }
 
@@ -1602,7 +1754,7 @@ def replica_throughput(
         prefill_flops_per_request=request_prefill_flops,
         prefill_ms=None if prefill_alone_s is None else prefill_alone_s * 1e3,
         serial_prefill_ms=serial_prefill_s * 1e3,
-        tpot_ms=decode_step_s / per_pass * 1e3,
+        tpot_ms=chosen["between_tokens_s"] / per_pass * 1e3,
         ttft_ms=None if ttft_s is None else ttft_s * 1e3,
         output_tok_s_total=output_tok_s,
         output_tok_s_per_gpu=output_tok_s / tp,
@@ -1642,6 +1794,7 @@ def _speculative_step(step, plain: dict, batch: float, speculation: Speculation)
     best = {
         **best,
         "decode_step_s": best["decode_step_s"] + draft_s,
+        "between_tokens_s": best["between_tokens_s"] + draft_s,
         "step_s": best["step_s"] + draft_s,
     }
     if best["step_s"] / expected < plain["step_s"]:

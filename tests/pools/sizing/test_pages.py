@@ -515,6 +515,31 @@ def test_the_footnote_gives_the_fp4_shares_the_run_multiplies_at(fleet, member_p
     assert "skewed router" not in dense_text
 
 
+def test_the_footnote_gives_the_triton_rates_of_mxfp4_experts_on_hopper(fleet, member_page):
+    """Issue 34: TensorRT-LLM runs gpt-oss's MXFP4 experts on Hopper weight-only on its TRITON
+    MoE op, measured at 0.4431 = 44.3 % of the BF16 peak plus 15.80 ns per routed slot,
+    streaming at 0.2917 = 29.2 % of the bandwidth (pools/sizing/throughput.py); vLLM's kernel
+    for the same checkpoint keeps the engine's own share, so its footnote has none of it."""
+    oss = {
+        **QWEN_72B,
+        "model": "gpt_oss_120b",
+        "precision": "MXFP4",
+        "kv_cache_dtype": "auto",
+        "engine": "tensorrt-llm-pytorch",
+        "gpu_models": "h100_sxm",
+    }
+    shares = r'<span id="compute-shares">(.*?)</span>'
+    trtllm = re.search(shares, _htmx(member_page, "/sizing/", oss).content.decode(), re.S)
+    vllm = _htmx(member_page, "/sizing/", {**oss, "engine": "vllm"}).content.decode()
+
+    assert (
+        "(MXFP4 experts on Hopper cards, weight-only with BF16 activations on "
+        "tensorrt-llm-pytorch's TRITON MoE op: 44.3 % of the BF16 peak plus 15.8 ns per "
+        "routed token-expert pair on every card, streaming at 29.2 % of the bandwidth"
+    ) in trtllm.group(1)
+    assert "TRITON" not in re.search(shares, vllm, re.S).group(1)
+
+
 def test_the_footnote_gives_each_blackwell_chip_familys_own_fp4_shares(fleet, member_page):
     """An RTX PRO 6000 (SM120) multiplies NVFP4 at its own kernels' shares (aiconfigurator's
     tables: dense 0.624, above the engine's 0.5 so 50 %; routed experts 35.6 %), a B200 at the
