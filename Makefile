@@ -80,6 +80,7 @@ bench: install services
 	$(BIN)/python benchmarks/run.py
 	$(BIN)/python benchmarks/sizing.py
 	$(BIN)/python benchmarks/estimate.py
+	$(BIN)/python benchmarks/sizing_page.py
 	$(BIN)/python benchmarks/approvals.py
 	$(BIN)/python benchmarks/billing.py
 	$(BIN)/python benchmarks/budgets.py

@@ -24,6 +24,7 @@ from typing import Any
 
 from pools.common.errors import InvalidInput
 from pools.inventory.models import GpuModel
+from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.sizing import SizingInputError
 from pools.sizing.demand import (
     INPUT_WEIGHT,
@@ -180,11 +181,16 @@ class FieldError(Exception):
 
 
 class Known:
-    """What the database tells about inputs, read at most once per check: the GPU model slugs."""
+    """What the database tells about inputs, read at most once per check: the GPU model slugs,
+    and the names they answer to (read only when an input is no slug)."""
 
     @cached_property
     def gpu_slugs(self) -> frozenset[str]:
         return frozenset(GpuModel.objects.values_list("slug", flat=True))
+
+    @cached_property
+    def gpu_names(self) -> GpuModelResolver:
+        return GpuModelResolver.load()
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -330,17 +336,36 @@ class Json(Input):
 @dataclass(frozen=True, kw_only=True)
 class GpuModelSlugs(Input):
     """GPU model slugs to compare (a list, or a string separated by commas or spaces); empty:
-    every model. Sorted, each once."""
+    every model. Sorted, each once. In a list, an item may also be a name the model answers to
+    - the name nvidia-smi prints, a Kubernetes label value, a Slurm GRES type - matched as the
+    inventory matches it (``GpuModelResolver``; ``manage.py estimate`` takes the same); a name
+    several SKUs share (``NVIDIA H100``) is refused naming them, so the caller chooses."""
 
     def clean(self, value: Any, known: Known) -> list[str]:
         if isinstance(value, str):
             value = [s for s in value.replace(",", " ").split() if s]
         if not isinstance(value, list | tuple) or not all(isinstance(s, str) for s in value):
             raise FieldError("Give a list of GPU model slugs.")
-        unknown = sorted(set(value) - known.gpu_slugs)
+        slugs, unknown, ambiguous = set(), [], []
+        for item in value:
+            if item in known.gpu_slugs:
+                slugs.add(item)
+                continue
+            found = known.gpu_names.match(item)
+            if found.gpu_model is not None:
+                slugs.add(found.gpu_model.slug)
+            elif found.candidates:
+                ambiguous.append(
+                    f"'{item}' names several GPU models: {', '.join(found.candidates)}; "
+                    "choose one of them."
+                )
+            else:
+                unknown.append(item)
+        if ambiguous:
+            raise FieldError(" ".join(ambiguous))
         if unknown:
-            raise FieldError(f"Unknown GPU models: {', '.join(unknown)}.")
-        return sorted(set(value))
+            raise FieldError(f"Unknown GPU models: {', '.join(sorted(unknown))}.")
+        return sorted(slugs)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -957,12 +957,15 @@ def _fitting_options(
 ) -> tuple[list[tuple[int, ReplicaEstimate, ThroughputEstimate | None]], tuple]:
     """``([(tp, estimate, at targets or None)], warnings)``: the TP degrees (``fixed_tp``, else
     :func:`tp_degrees`) at which the model fits, smallest first; when none fits, the warnings
-    of the largest TP tried that does not fit, else that the layout was refused. A refused
+    of the largest TP tried that does not fit, else that the layout was refused - and both
+    when a layout refused at a larger TP is what would fit (TP 8 x PP 2 across two nodes
+    without ``nic_gbps``, where TP 4 x PP 2 in one node is too small). A refused
     layout is skipped only when the layout was chosen (fixed TP, PP > 1 or EP); otherwise
     its :class:`SizingInputError` is raised."""
     options = []
     largest_failure = None
     refused = None
+    refused_after_failure = False
     degrees = [fixed_tp] if fixed_tp else tp_degrees(model=model, max_tp=max(1, max_tp))
     for tp in degrees:
         try:
@@ -973,14 +976,16 @@ def _fitting_options(
                 raise
             # This GPU model cannot run the layout at this TP (heads, NIC, EP): try the next.
             refused = SizingWarning("layout_refused", exc.message)
+            refused_after_failure = largest_failure is not None
             continue
         if not base.fits:
             largest_failure = base
+            refused_after_failure = False
             continue
         options.append((tp, base, at_targets))
     warnings = largest_failure.warnings if largest_failure is not None else ()
-    if largest_failure is None and refused is not None:
-        warnings = (refused,)
+    if refused is not None and (largest_failure is None or refused_after_failure):
+        warnings = (*warnings, refused)
     return options, tuple(warnings)
 
 

@@ -509,7 +509,24 @@ UNSUPPORTED_MODEL_TYPES = {
     "minimax": "linear-attention (lightning attention) layers",
     "minimax_m1": "linear-attention (lightning attention) layers",
     "xlstm": "recurrent (xLSTM) layers",
+    "kimi_linear": "linear-attention (Kimi Delta Attention) layers mixed with attention",
 }
+
+#: Keys (and key prefixes) only the configs of state-space or linear-attention layers carry,
+#: whatever their ``model_type`` says: a hybrid under a type not in
+#: :data:`UNSUPPORTED_MODEL_TYPES` (a new family, or code shipped with the checkpoint) would
+#: otherwise be sized as its attention layers alone. From the published config.json files:
+#: Mamba (``state-spaces/mamba-*-hf``: ``time_step_rank``), Jamba (``mamba_d_state``,
+#: ``attn_layer_period``), Zamba2 (``layers_block_type``), Nemotron-H
+#: (``hybrid_override_pattern``, ``mamba_num_heads``, ``ssm_state_size``), Falcon-H1
+#: (``mamba_d_ssm``), Qwen3-Next (``linear_num_value_heads``, ``linear_key_head_dim``), Kimi
+#: Linear (``linear_attn_config``), MiniMax-Text-01 (``attn_type_list``).
+_HYBRID_KEYS = frozenset(
+    {"hybrid_override_pattern", "attn_layer_period", "attn_layer_offset", "attn_type_list",
+     "layers_block_type", "time_step_rank"}
+)  # fmt: skip
+_HYBRID_KEY_PREFIXES = ("mamba_", "ssm_", "linear_attn", "linear_num_", "linear_key_",
+                        "linear_value_", "linear_conv")  # fmt: skip
 
 
 def _first(config: Mapping[str, Any], *keys: str) -> Any:
@@ -550,6 +567,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     _check_attention_only(config, model_type)
     _check_whole_numbers(config)
     required = _required_hf_fields(config)
+    _check_per_layer_lists(config, required["num_layers"])
     kv_lora = config.get("kv_lora_rank")
     rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
     window, window_layers = _hf_window(config)
@@ -688,12 +706,27 @@ def _config_not_an_object(config: Any) -> SizingInputError:
 
 def _check_attention_only(config: Mapping[str, Any], model_type: str) -> None:
     """Raises :class:`SizingInputError` ``unsupported_architecture`` for a ``model_type`` of
-    :data:`UNSUPPORTED_MODEL_TYPES` or ``layer_types`` other than attention layers."""
+    :data:`UNSUPPORTED_MODEL_TYPES`, a key of such layers (:data:`_HYBRID_KEYS`,
+    :data:`_HYBRID_KEY_PREFIXES`; not ``null``) or ``layer_types`` other than attention
+    layers."""
     if model_type in UNSUPPORTED_MODEL_TYPES:
         raise SizingInputError(
             f"model_type {_as_json(config['model_type'])} has "
             f"{UNSUPPORTED_MODEL_TYPES[model_type]}, which this sizing model cannot cost (it "
             "counts attention KV caches and weight streams)",
+            reason="unsupported_architecture",
+            field="config",
+        )
+    hybrid = sorted(
+        str(key)
+        for key, value in config.items()
+        if value is not None and (key in _HYBRID_KEYS or str(key).startswith(_HYBRID_KEY_PREFIXES))
+    )
+    if hybrid:
+        raise SizingInputError(
+            f"the config.json's {', '.join(hybrid)} mark state-space or linear-attention "
+            "layers, which this sizing model cannot cost (it counts attention KV caches and "
+            "weight streams)",
             reason="unsupported_architecture",
             field="config",
         )
@@ -792,6 +825,30 @@ def _required_hf_fields(config: Mapping[str, Any]) -> dict[str, Any]:
             field="config",
         )
     return fields
+
+
+#: config.json keys that list one entry per layer (gpt-oss, Gemma, Qwen3-Next ``layer_types``;
+#: Llama 4 ``no_rope_layers``): read to count the sliding or chunked layers.
+_PER_LAYER_KEYS = ("layer_types", "no_rope_layers")
+
+
+def _check_per_layer_lists(config: Mapping[str, Any], num_layers: Any) -> None:
+    """Raises :class:`SizingInputError` ``inconsistent`` (field ``config``) naming each list of
+    :data:`_PER_LAYER_KEYS` whose length is not ``num_hidden_layers``: the window's layers
+    would be counted from a list of another model (18 entries for 48 layers counted 9)."""
+    if not isinstance(num_layers, int):
+        return
+    wrong = [
+        f"{key} lists {len(config[key])} layers"
+        for key in _PER_LAYER_KEYS
+        if isinstance(config.get(key), list) and len(config[key]) != num_layers
+    ]
+    if wrong:
+        raise SizingInputError(
+            f"the config.json's {'; '.join(wrong)} but its num_hidden_layers is {num_layers}",
+            reason="inconsistent",
+            field="config",
+        )
 
 
 def _kv_heads(config: Mapping[str, Any], required: dict[str, Any]) -> Any:

@@ -1,9 +1,12 @@
-"""Read-side queries of saved sizing estimates: a member sees their own and their teams'."""
+"""Read-side queries of saved sizing estimates (a member sees their own and their teams'), the
+fleet's calibration records and the GPU catalogue as sizing reads it."""
 
 from __future__ import annotations
 
 from django.db.models import QuerySet
 
+from pools.inventory.models import GpuModel
+from pools.sizing.gpus import GPU_SPEC_FIELDS, GpuSpec, gpu_spec_from_fields
 from pools.sizing.models import CalibrationRecord, SizingEstimate
 
 
@@ -11,6 +14,17 @@ def sizing_estimate_list(*, user) -> QuerySet[SizingEstimate]:
     """Sizing estimates the user may see: all for pool admins; for others, those they created and
     those shared with one of their teams. Creator and team joined."""
     return SizingEstimate.objects.select_related("created_by", "team").visible_to(user)
+
+
+def gpu_specs_by_slug() -> dict[str, GpuSpec]:
+    """Every GPU model of the catalogue as the database keeps it - the shipped models as
+    synced, with pool admins' edits and additions - as :class:`GpuSpec` by slug, in name order:
+    the catalogue the sizing page and API read, for ``manage.py estimate``. One query."""
+    rows = GpuModel.objects.order_by("name").values("slug", *GPU_SPEC_FIELDS)
+    return {
+        row["slug"]: gpu_spec_from_fields(**{field: row[field] for field in GPU_SPEC_FIELDS})
+        for row in rows
+    }
 
 
 def measured_on_fleet(

@@ -21,6 +21,7 @@ from pools.sizing import selectors as sizing_selectors
 from pools.sizing import services as sizing_services
 from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.filtersets import SizingEstimateFilterSet
+from pools.sizing.gpus import NVLINK_DOMAIN_GPUS
 from pools.sizing.presets import model_presets
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web.numbers import grouped
@@ -194,13 +195,21 @@ CHART_FRAME_PX = 80
 CHART_FRAME_WITH_COST_PX = 170
 
 
-def _error_items(errors: dict[str, str]) -> list[dict[str, str]]:
-    """Field errors with the form's labels, in the form's order; ``field`` is the input's name."""
+def _error_items(errors: dict[str, str], form: dict | None = None) -> list[dict[str, str]]:
+    """Field errors with the form's labels, in the form's order; ``field`` is the input's name.
+    A custom-architecture field left blank on ``form`` beside a pasted config.json got its
+    value from the config: its label says so (the user never typed it)."""
     order = {name: position for position, name in enumerate(FIELD_LABELS)}
+    custom = (form or {}).get("custom_model") or {}
+    pasted = isinstance(custom, dict) and str(custom.get("config") or "").strip()
     items = []
     for field, message in errors.items():
         head, _, tail = field.partition(".")
-        if head == "custom_model" and tail:
+        if head == "custom_model" and tail and tail != "config" and pasted:
+            given = str(custom.get(tail) or "").strip()
+            where = "custom architecture" if given else "from the config.json"
+            label = f"{CUSTOM_LABELS.get(tail, tail)} ({where})"
+        elif head == "custom_model" and tail:
             label = f"{CUSTOM_LABELS.get(tail, tail)} (custom architecture)"
         elif head == "prices" and tail:
             label = f"Price per card-hour of {tail}"
@@ -270,6 +279,14 @@ def _form_values(data: QueryDict | None, *, link: bool = False) -> dict:
 def _decorate(results: dict) -> dict:
     """Marks the recommended rows and adds the chart's data and the request link."""
     for row in results["rows"]:
+        # The buffer is whole replicas (plan: ceil(share x sized replicas)); the page says so
+        # when a replica is several cards ("30 % of 2" read as 2 cards of buffer).
+        # a GB200 / GB300 NVL72 rack: TP may span its NVLink domain, not the default node
+        row["nvlink_domain_gpus"] = NVLINK_DOMAIN_GPUS.get(row["gpu_model"])
+        if not row.get("cards_per_replica"):  # saved before the rows carried it
+            row["cards_per_replica"] = (row.get("tp") or 1) * (row.get("pp") or 1)
+        if row.get("cards_sized") is not None:
+            row["replicas_sized"] = row["cards_sized"] // row["cards_per_replica"]
         marks = []
         if row["gpu_model"] == results["recommended"]:
             marks.append("cheapest meeting targets")
@@ -374,7 +391,7 @@ def sizing_page(request):
     try:
         _inputs, results = sizing_services.sizing_preview(raw=form)
     except DomainError as exc:
-        errors = _error_items(exc.data.get("errors") or {"model": exc.message})
+        errors = _error_items(exc.data.get("errors") or {"model": exc.message}, form)
     if export == "csv":
         if results is None:
             return HttpResponse(
@@ -418,7 +435,7 @@ def sizing_save(request):
         context = {
             **_page_context(request, form),
             "results": None,
-            "errors": _error_items(exc.data.get("errors") or {"model": exc.message}),
+            "errors": _error_items(exc.data.get("errors") or {"model": exc.message}, form),
             "query": "",
         }
         return render(request, "pools/sizing/sizing.html#results", context)

@@ -8,7 +8,8 @@ experts_per_token, num_shared_experts, first_k_dense_layers, kv_lora_rank, qk_ro
 sliding_window_tokens, sliding_window_layers ... - and/or ``config`` (a Hugging Face config.json
 object or its text) or ``config_path`` (a config.json file)), ``gpu`` (catalogue slug, e.g.
 ``h100_sxm``, or the name nvidia-smi prints, e.g. ``NVIDIA H100 80GB HBM3``; a name several SKUs
-share is refused with reason ``ambiguous_gpu`` and the candidates), ``gpu_count``, ``tp``,
+share is refused with reason ``ambiguous_gpu`` and the candidates; the catalogue as the database
+keeps it, admins' edits and additions included, as the sizing page reads it), ``gpu_count``, ``tp``,
 ``pp`` (pipeline stages; a replica is tp x pp cards), ``ep`` (expert parallel, MoE; divides tp),
 ``dp_attention`` (attention data-parallel ranks, MoE with ep = tp; divides tp),
 ``nic_gbps`` (NIC Gb/s per card: needed when the cards span nodes; TP across nodes below 400 is
@@ -51,9 +52,9 @@ from dataclasses import asdict
 
 from django.core.management.base import BaseCommand
 
+from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.sizing import SizingInputError
 from pools.sizing.demand import demand_from_traffic, replicas_for_demand
-from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
 from pools.sizing.inputs import INPUTS
 from pools.sizing.plan import (
     REQUEST_FIELDS,
@@ -63,7 +64,7 @@ from pools.sizing.plan import (
     replica_estimate_as_dict,
 )
 from pools.sizing.presets import model_presets
-from pools.sizing.selectors import measured_on_fleet
+from pools.sizing.selectors import gpu_specs_by_slug, measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
 
@@ -196,7 +197,7 @@ class Command(BaseCommand):
             self._write({"input": None, "error": {"reason": "invalid_json", "message": str(exc)}})
             sys.exit(1)
         inputs = data if isinstance(data, list) else [data]
-        presets, gpus = model_presets(), gpu_specs_from_catalogue()
+        presets, gpus = model_presets(), gpu_specs_by_slug()
         results = [self._one(fields, presets, gpus) for fields in inputs]
         self._write(results if isinstance(data, list) else results[0])
         if any("error" in result for result in results):
@@ -207,7 +208,7 @@ class Command(BaseCommand):
             _refuse_unknown_fields(fields)
             fields = _with_config_file(fields)
             estimate = estimate_from_fields(
-                fields, presets=presets, gpus=gpus, name_to_slug=gpu_slug_for_name
+                fields, presets=presets, gpus=gpus, name_to_slug=self._slug_for_name
             )
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
             result["measured_on_fleet"] = self._measured(estimate, list(gpus))
@@ -215,6 +216,31 @@ class Command(BaseCommand):
             return figures_json(result)
         except SizingInputError as exc:
             return {"input": fields, "error": _error(exc)}
+
+    def _slug_for_name(self, name: str) -> str:
+        """The slug of the GPU model ``name`` names - the name nvidia-smi prints, a Kubernetes
+        label value, a Slurm GRES type, an admin's alias - matched as the inventory matches it
+        (``GpuModelResolver``, the database's aliases, loaded once for the run). Raises
+        :class:`SizingInputError` (field ``gpu``): ``ambiguous_gpu`` with the ``candidates``
+        when several SKUs share the name (``NVIDIA H100``), ``unknown_gpu`` when none has it."""
+        resolver = self.__dict__.get("_resolver") or GpuModelResolver.load()
+        self.__dict__["_resolver"] = resolver
+        found = resolver.match(name)
+        if found.gpu_model is not None:
+            return found.gpu_model.slug
+        if found.candidates:
+            raise SizingInputError(
+                f"GPU {name!r} names several catalogue models: {', '.join(found.candidates)}; "
+                "give one of these slugs",
+                reason="ambiguous_gpu",
+                field="gpu",
+                candidates=list(found.candidates),
+            )
+        raise SizingInputError(
+            f"unknown GPU model {name!r}: give a catalogue slug or the name nvidia-smi prints",
+            reason="unknown_gpu",
+            field="gpu",
+        )
 
     def _measured(self, estimate, gpu_slugs: list[str]) -> dict | None:
         """The fleet's calibration record for the estimate's model, precision, engine and GPU:

@@ -385,3 +385,38 @@ def test_a_config_value_that_is_no_whole_number_is_400_naming_it(
     assert key in answer["errors"]["custom_model.config"][0]
     assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
     assert callbacks == []
+
+
+def test_a_gpu_name_several_skus_share_asks_which_and_writes_nothing(fleet, member, api_as):
+    """Issue 34, *Bad input*: "a GPU name that matches several SKUs asks which". nvidia-smi
+    prints ``NVIDIA H100`` for device 0x2339 beside the SXM5, PCIe and NVL names (the
+    catalogue's ``ambiguous_names``): the API named it an unknown model instead of asking."""
+    body = {**QWEN_72B, "gpu_models": ["NVIDIA H100", "l40s"]}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    (message,) = response.json()["errors"]["gpu_models"]
+    assert message == (
+        "'NVIDIA H100' names several GPU models: h100_sxm, h100_pcie, h100_nvl; choose one of them."
+    )
+    assert not SizingEstimate.objects.exists()
+
+
+def test_gpu_models_take_the_name_nvidia_smi_prints_as_estimate_does(
+    fleet, member, api_as, django_capture_on_commit_callbacks
+):
+    body = {**QWEN_72B, "gpu_models": ["NVIDIA H100 80GB HBM3", "l40s", "nvidia l40s"]}
+
+    response, _ = _create(api_as(member), body, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 202
+    assert SizingEstimate.objects.get().inputs["gpu_models"] == ["h100_sxm", "l40s"]
+
+
+def test_a_gpu_name_that_matches_nothing_is_still_unknown(fleet, member, api_as):
+    body = {**QWEN_72B, "gpu_models": ["NVIDIA H999", "l40s"]}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.json()["errors"]["gpu_models"] == ["Unknown GPU models: NVIDIA H999."]

@@ -132,6 +132,7 @@ def test_every_inconsistency_is_named_at_once():
     [
         {**QWEN3_30B_A3B, "model_type": "jamba"},
         {**QWEN3_30B_A3B, "model_type": "mamba"},
+        {**QWEN3_30B_A3B, "model_type": "kimi_linear"},
         {**QWEN3_30B_A3B, "layer_types": ["full_attention", "linear_attention"] * 24},
     ],
 )
@@ -143,6 +144,80 @@ def test_layers_that_cannot_be_costed_say_so(config):
     assert "cannot cost" in caught.value.message
     if config.get("model_type") != QWEN3_30B_A3B["model_type"]:  # quoted as the JSON spells it
         assert caught.value.message.startswith(f'model_type "{config["model_type"]}" has ')
+
+
+#: Hybrid configs whose ``model_type`` is not on the refused list (a new or renamed family, or
+#: code shipped with the checkpoint) still carry the keys of their state-space or
+#: linear-attention layers: Nemotron-H's ``hybrid_override_pattern`` and ``mamba_num_heads``,
+#: Falcon-H1's ``mamba_d_ssm``, Jamba's ``attn_layer_period``, Qwen3-Next's
+#: ``linear_num_value_heads``, Kimi Linear's ``linear_attn_config``, MiniMax-Text-01's
+#: ``attn_type_list`` (their published config.json files). Sized as attention alone they got
+#: an estimate of another model; they must be refused, naming the key.
+HYBRID_MARKERS = [
+    {"model_type": "nemotron_h2", "hybrid_override_pattern": "M-M-M-M*-", "mamba_num_heads": 128},
+    {"model_type": "falcon_h2", "mamba_d_ssm": 1536, "mamba_d_state": 256},
+    {"model_type": "my_hybrid", "attn_layer_period": 8, "attn_layer_offset": 4},
+    {"model_type": "qwen3_next_v2", "linear_num_value_heads": 32, "linear_key_head_dim": 128},
+    {"model_type": "kimi_linear_v2", "linear_attn_config": {"kda_layers": [1, 2, 3]}},
+    {"model_type": "minimax_text", "attn_type_list": [0, 1] * 24},
+    {"model_type": "my_ssm", "ssm_state_size": 128},
+]
+
+
+@pytest.mark.parametrize("marker", HYBRID_MARKERS, ids=lambda m: m["model_type"])
+def test_a_hybrid_under_an_unlisted_model_type_is_refused_by_its_keys(marker):
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": {**QWEN3_30B_A3B, **marker}})
+
+    assert caught.value.data == {"reason": "unsupported_architecture", "field": "config"}
+    assert "cannot cost" in caught.value.message
+    keys = set(marker) - {"model_type"}
+    assert any(key in caught.value.message for key in keys)
+
+
+def test_a_hybrid_inside_a_multimodal_text_config_is_refused_too():
+    config = {"model_type": "my_vlm", "text_config": {**QWEN3_30B_A3B, "mamba_d_state": 128}}
+    with pytest.raises(SizingInputError) as caught:
+        arch_fields_from_hf_config(config)
+
+    assert caught.value.data["reason"] == "unsupported_architecture"
+    assert "mamba_d_state" in caught.value.message
+
+
+def test_the_bundled_and_2026_attention_configs_are_not_taken_for_hybrids():
+    """gpt-oss's ``sliding_window`` and ``layer_types``, Llama 4's ``attention_chunk_size``,
+    DeepSeek's ``kv_lora_rank`` are attention: still read."""
+    qwen = {k: v for k, v in QWEN3_30B_A3B.items() if k != "use_sliding_window"}
+    gpt_oss = {**qwen, "model_type": "gpt_oss", "sliding_window": 128,
+               "layer_types": ["sliding_attention", "full_attention"] * 24}  # fmt: skip
+    assert arch_fields_from_hf_config(gpt_oss)["sliding_window_layers"] == 24
+    deepseek = json.loads(
+        (Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs" / "deepseek_v3.json")
+        .read_text()
+    )  # fmt: skip
+    assert arch_fields_from_hf_config(deepseek)["kv_lora_rank"] == 512
+
+
+@pytest.mark.parametrize(
+    ("change", "key", "listed"),
+    [
+        ({"sliding_window": 128, "layer_types": ["sliding_attention", "full_attention"] * 9},
+         "layer_types", 18),
+        ({"attention_chunk_size": 8192, "no_rope_layers": [1, 1, 1, 0] * 3}, "no_rope_layers", 12),
+    ],
+)  # fmt: skip
+def test_a_per_layer_list_of_another_length_than_the_layers_is_refused(change, key, listed):
+    """Issue 34, *Bad input*: contradictory fields. gpt-oss's ``layer_types`` and Llama 4's
+    ``no_rope_layers`` give one entry per layer; a list of 18 for 48 layers counted 9 sliding
+    layers and sized the other 39 as full attention without a word."""
+    qwen = {k: v for k, v in QWEN3_30B_A3B.items() if k != "use_sliding_window"}
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": {**qwen, **change}})
+
+    assert caught.value.data["reason"] == "inconsistent"
+    assert caught.value.data["field"] == "config"
+    assert f"{key} lists {listed} layers" in caught.value.message
+    assert "num_hidden_layers is 48" in caught.value.message
 
 
 def test_a_config_missing_a_required_key_names_it():

@@ -314,3 +314,50 @@ def test_an_unknown_model_and_a_missing_gpu_are_named_together(tmp_path):
     assert result["error"]["reason"] == "unknown_model"
     assert result["error"]["field"] == "model"
     assert set(result["error"]["errors"]) == {"model", "gpu"}
+
+
+def test_the_command_sizes_on_the_catalogue_admins_keep_as_the_page_does(tmp_path):
+    """The catalogue is data pool admins keep (README, *Importing inventory*): the page and the
+    API read the ``GpuModel`` rows, edits included, but ``estimate`` read the shipped JSON, so
+    the two gave different figures for one card and the command knew no model an admin added.
+    An admin-set HBM bandwidth of half the H100 SXM's 3,350 GB/s must halve the command's
+    bandwidth-bound batch-1 ceiling, and a model added under its own nvidia-smi name must be
+    estimated by that name."""
+    from factories import GpuModelAliasFactory, GpuModelFactory
+
+    from pools.common.choices import AliasKind
+    from pools.inventory.models import GpuModel
+
+    row = {"model": "llama3_8b", "gpu": "h100_sxm", "tp": 1, "precision": "BF16",
+           "input_len": 1000, "output_len": 100, "concurrency": 1}  # fmt: skip
+    _, before = estimate(row, tmp_path)
+    GpuModel.objects.filter(slug="h100_sxm").update(memory_bandwidth_gbps=1675)
+    h100 = GpuModel.objects.get(slug="h100_sxm")
+    added = GpuModelFactory(
+        slug="h100_lab", name="H100 lab sample", **{
+            field: getattr(h100, field)
+            for field in ("memory_gib", "fp16_dense_tflops", "bf16_dense_tflops",
+                          "fp8_dense_tflops", "int8_dense_tops", "nvlink_gbps", "architecture")
+        }, memory_bandwidth_gbps=3350,
+    )  # fmt: skip
+    GpuModelAliasFactory(gpu_model=added, value="NVIDIA H100 Lab Sample", kind=AliasKind.NVIDIA_SMI)
+
+    status, (edited, by_name) = estimate([row, {**row, "gpu": "NVIDIA H100 Lab Sample"}], tmp_path)
+
+    assert status == 0
+    ceiling = before["throughput"]["decode_ceiling_batch1_tok_s"]
+    assert edited["throughput"]["decode_ceiling_batch1_tok_s"] == pytest.approx(ceiling / 2, 1e-3)
+    assert by_name["gpu"] == "h100_lab"
+    assert by_name["throughput"]["decode_ceiling_batch1_tok_s"] == pytest.approx(ceiling, 1e-3)
+
+
+def test_a_shared_nvidia_smi_name_is_still_refused_with_its_candidates(tmp_path):
+    row = {"model": "llama3_8b", "gpu": "NVIDIA H100", "tp": 1, "precision": "BF16",
+           "input_len": 1000, "output_len": 100, "concurrency": 1}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "ambiguous_gpu"
+    assert result["error"]["field"] == "gpu"
+    assert result["error"]["candidates"] == ["h100_sxm", "h100_pcie", "h100_nvl"]

@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import re
+from pathlib import Path
 from urllib.parse import parse_qs, urlencode
 
 import pytest
@@ -18,6 +19,8 @@ from pools.sizing.inputs import sizing_inputs_clean
 from pools.sizing.models import SizingEstimate
 
 pytestmark = pytest.mark.django_db
+
+FIXTURES_DIR = Path(__file__).resolve().parents[2] / "fixtures"
 
 QWEN_72B = {
     "model": "qwen2_5_72b",
@@ -90,6 +93,70 @@ def test_changing_an_input_answers_only_the_results_fragment(fleet, member_page)
     # 2 B200 (TP 1 x 2 replicas); its band's low end needs no more cards, so no second count
     assert "2 × B200 SXM 180GB</p>" in html
     assert "if the pessimistic end holds" not in html
+
+
+def test_a_buffer_of_whole_replicas_says_so_instead_of_30_percent_of_2_being_2(fleet, member_page):
+    """Seeds/004 section 2.3's buffer is counted in replicas (plan: ceil(0.3 x sized
+    replicas)). Qwen3-235B-A22B in FP8 on B200 at 2,000 tok/s sized for 85 % is one replica
+    of TP 2: the buffer is ceil(0.3 x 1) = 1 replica = 2 cards. The line read "+ 2 cards
+    buffer (30 % of 2)": 30 % of 2 cards is 0.6, so it must say what was rounded."""
+    fields = {**QWEN_72B, "model": "qwen3_235b_a22b", "output_len": "1000",
+              "ttft_target_ms": "1000", "gpu_models": "b200", "sized_share": "0.85",
+              "buffer_share": "0.3"}  # fmt: skip
+
+    html = _htmx(member_page, "/sizing/", fields).content.decode()
+
+    assert "<li>2 cards sized for 85 % of the peak" in html
+    assert (
+        "<li>+ 2 cards buffer (30 % of 1 replica, rounded up to whole replicas of 2 cards)</li>"
+        in html
+    )
+    assert "<li><strong>= 4 cards</strong></li>" in html
+
+
+def test_an_nvl72_row_names_its_nvlink_domain_not_8_cards_a_node(fleet, member_page):
+    """GB200 NVL72 joins 72 GPUs in one NVLink domain (pools/sizing/gpus.py
+    NVLINK_DOMAIN_GPUS) and the plan lets TP span it (Kimi-K2 BF16: TP 16), but the row
+    read "8/node" beside TP 16, the default node of a model no pool has."""
+    fields = {**QWEN_72B, "model": "kimi_k2", "precision": "BF16", "gpu_models": ["gb200", "b200"],
+              "demand_kind": "concurrency", "concurrency": "8"}  # fmt: skip
+    fields.pop("output_tok_s")
+
+    html = _htmx(member_page, "/sizing/", fields).content.decode()
+
+    gb200 = html[html.index('data-gpu="gb200"') :]
+    gb200 = gb200[: gb200.index("</small>")]
+    assert "NVLink · 72 in one NVLink domain" in gb200
+    assert "/node" not in gb200
+    b200 = html[html.index('data-gpu="b200"') :]
+    assert "NVLink · 8/node</small>" in b200[: b200.index("</small>") + 8]
+
+
+def test_a_pasted_config_jsons_contradictions_are_labelled_as_the_config_s(fleet, member_page):
+    """Issue 34, *Bad input*: a config.json's contradictions refused field by field. Pasted
+    with the fields blank, the errors were labelled as the form's own fields ("Experts per
+    token (MoE) (custom architecture)"), which the user never filled in; they must say the
+    value came from the config.json (Qwen3-30B-A3B's, experts per token 200 of 128 experts,
+    5 KV heads of 32)."""
+    config = json.loads(
+        (FIXTURES_DIR / "hf_configs" / "qwen3_30b_a3b.json").read_text(encoding="utf-8")
+    )
+    config.update(num_experts_per_tok=200, num_key_value_heads=5)
+    fields = {**QWEN_72B, "model": "custom", "custom_model.config": json.dumps(config)}
+
+    html = _htmx(member_page, "/sizing/", fields, method="post").content.decode()
+
+    assert (
+        "<strong>Experts per token (MoE) (from the config.json)</strong>: 200 experts per "
+        "token is more than the 128 experts." in html
+    )
+    assert "<strong>KV heads (from the config.json)</strong>: 5 KV heads do not divide" in html
+    # a field typed on the form is still the form's
+    typed = {**fields, "custom_model.num_kv_heads": "5"}
+    config["num_key_value_heads"] = 4
+    typed["custom_model.config"] = json.dumps(config)
+    html = _htmx(member_page, "/sizing/", typed, method="post").content.decode()
+    assert "<strong>KV heads (custom architecture)</strong>: 5 KV heads" in html
 
 
 def test_bad_inputs_show_their_errors_in_the_fragment(fleet, member_page):

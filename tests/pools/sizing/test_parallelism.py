@@ -464,3 +464,24 @@ def test_each_attention_dp_rank_schedules_its_own_batch_cap():
     assert (plain.throughput.batch, plain.batch_limit) == (4_096, "engine")
     assert (ranks.throughput.batch, ranks.batch_limit) == (32_768, "engine")
     assert batch_cap(ENGINE_PROFILES["sglang"], 8) is None  # SGLang: only the KV cache limits
+
+
+def test_pipeline_stages_without_a_tp_say_the_layout_across_nodes_needs_the_nic():
+    """Kimi-K2 in BF16 (1,026.4 B parameters x 2 B = 2,052.8 GB) on H200 (141 GiB) at PP 2
+    with TP left to the plan: TP 4 x PP 2 (one node) needs 2,052.8 / 8 = 256.6 GB of weights
+    a card and does not fit; TP 8 x PP 2 (128.3 GB a card) spans two nodes, which needs the
+    NIC rate. The row said only "Needs ... at TP 4", as if the cards were too small; it must
+    also say what the layout across nodes lacks (000 section 4.1: PP across nodes)."""
+    from pools.sizing.plan import sizing_plan
+
+    plan = sizing_plan(
+        model=model_preset("kimi_k2"), gpus=[gpu_spec("h200_sxm")], precision="BF16",
+        kv_cache_dtype="FP8", input_tokens=1_000, output_tokens=200, concurrency=8, pp=2,
+    )  # fmt: skip
+
+    (row,) = plan.rows
+    codes = [w.code for w in row.warnings]
+    assert codes == ["does_not_fit", "layout_refused"]
+    assert "at TP 4" in row.warnings[0].message
+    assert row.warnings[1].message.startswith("tp 8 x pp 2 spans more than one 8-card node")
+    assert "nic_gbps" in row.warnings[1].message
