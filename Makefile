@@ -23,7 +23,7 @@ SAME_SLURMCTLD   := --deselect tests/integration/slurm/test_recurring_reservatio
 # The fast tier in two processes (pytest-xdist, one test database each); FAST_WORKERS= runs it in one.
 FAST_WORKERS     ?= -n 2
 
-.PHONY: install demo test test-slurm test-fast test-conformance services bench lint clean
+.PHONY: install demo test test-slurm test-fast test-conformance services bench bench-sizing-all lint clean
 
 # pip twice quiet: errors only (a pip.conf naming absent index directories warns once per package).
 $(VENV)/.installed: pyproject.toml
@@ -100,6 +100,14 @@ bench: install services
 	$(BIN)/python benchmarks/explain.py
 	$(BIN)/python benchmarks/advisor.py
 	$(BIN)/python benchmarks/tokenflow.py
+
+# Issue 34's accuracy check over all five bundled measurement sets (723 rows, leave one source
+# out; a few minutes): the table per regime and the targets; exits 1 while one is unmet.
+bench-sizing-all: install
+	$(BIN)/python benchmarks/sizing.py --quiet $(foreach set,$(SIZING_SETS),--dataset tests/fixtures/$(set))
+
+SIZING_SETS = sizing_dataset.json sizing_dataset_2026.json sizing_dataset_2026_moe.json \
+	sizing_dataset_2026_trtllm_next.json sizing_dataset_2026_threads.json
 
 clean:
 	rm -rf $(VENV) portal-demo.sqlite3 staticfiles .pytest_cache

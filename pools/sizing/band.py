@@ -83,9 +83,17 @@ class ErrorBand:
     low_tok_s: float
     high_tok_s: float
 
+    @property
+    def regime_label(self) -> str:
+        """The regime as people read it: its parts joined by commas ("throughput, 4-bit W4A4,
+        Blackwell"); the pooled ``all`` regime as "all published measurements"."""
+        if self.regime == "all":
+            return "all published measurements"
+        return ", ".join(self.regime.split("|"))
+
     def as_dict(self) -> dict[str, object]:
-        """JSON-ready dict with the same field names."""
-        return dict(self.__dict__)
+        """JSON-ready dict with the same field names, plus ``regime_label``."""
+        return {**self.__dict__, "regime_label": self.regime_label}
 
 
 @cache

@@ -558,8 +558,9 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
 
     Raises :class:`SizingInputError`: ``unsupported_architecture`` (field ``config``) for
     state-space, recurrent or linear-attention layers; ``missing`` naming the config key a
-    required field comes from; the class's own errors are raised later by
-    :meth:`ModelArch.from_config`.
+    required field comes from; ``inconsistent`` for a mixture of experts whose
+    ``interleave_moe_layer_step`` / ``decoder_sparse_step`` is 0; the class's own errors are
+    raised later by :meth:`ModelArch.from_config`.
     """
     outer = config
     name, config = _language_config(config)
@@ -572,6 +573,19 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
     rope = config.get("qk_rope_head_dim") if kv_lora is not None else None
     window, window_layers = _hf_window(config)
     experts, per_token, shared = _hf_experts(config, model_type)
+    interval = _first(config, "interleave_moe_layer_step", "decoder_sparse_step")
+    if experts and interval == 0:
+        # transformers places experts on layers where (index + 1) % step == 0: a step of 0
+        # divides by zero there, so no checkpoint has one.
+        raise SizingInputError(
+            "the config.json's "
+            + " / ".join(
+                k for k in ("interleave_moe_layer_step", "decoder_sparse_step") if k in config
+            )
+            + " is 0: experts sit on every n-th layer, so it must be at least 1",
+            reason="inconsistent",
+            field="config",
+        )
     bias = config.get("attention_bias")
     if bias is None:
         bias = model_type.startswith("qwen2")
@@ -592,9 +606,7 @@ def arch_fields_from_hf_config(config: Any) -> dict[str, Any]:
         "num_shared_experts": shared if experts else None,
         "first_k_dense_layers": _first(config, "first_k_dense_replace") if experts else None,
         "dense_intermediate_size": required["dense_intermediate_size"] if experts else None,
-        "moe_layer_interval": _first(config, "interleave_moe_layer_step", "decoder_sparse_step")
-        if experts
-        else None,
+        "moe_layer_interval": interval if experts else None,
         "kv_lora_rank": kv_lora,
         "qk_rope_head_dim": rope,
         "q_lora_rank": config.get("q_lora_rank") if kv_lora is not None else None,

@@ -220,6 +220,20 @@ def test_a_per_layer_list_of_another_length_than_the_layers_is_refused(change, k
     assert "num_hidden_layers is 48" in caught.value.message
 
 
+def test_a_mixture_of_experts_on_every_zeroth_layer_is_refused():
+    """``decoder_sparse_step`` 0 (experts on every 0th layer: transformers divides by it) was
+    read as 1, experts on every layer, without a word; 1 and 2 still read."""
+    with pytest.raises(SizingInputError) as caught:
+        custom_model_arch({"config": {**QWEN3_30B_A3B, "decoder_sparse_step": 0}})
+
+    assert caught.value.data["reason"] == "inconsistent"
+    assert caught.value.data["field"] == "config"
+    assert "decoder_sparse_step is 0" in caught.value.message
+    every = custom_model_arch({"config": {**QWEN3_30B_A3B, "decoder_sparse_step": 1}})
+    second = custom_model_arch({"config": {**QWEN3_30B_A3B, "decoder_sparse_step": 2}})
+    assert (every.num_moe_layers, second.num_moe_layers) == (48, 24)
+
+
 def test_a_config_missing_a_required_key_names_it():
     config = {k: v for k, v in QWEN3_30B_A3B.items() if k != "num_hidden_layers"}
     with pytest.raises(SizingInputError) as caught:

@@ -237,6 +237,15 @@ def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_pag
     assert int(l40s["weights_bytes"]) == 72_706_203_648
 
 
+def test_a_band_names_its_regime_as_people_read_it(fleet, member_page):
+    """The likely range says which published measurements it comes from in words ("throughput,
+    8-bit W8A8"), not the band file's key ("throughput|8-bit W8A8"); the CSV keeps the key."""
+    html = _htmx(member_page, "/sizing/", {**QWEN_72B, "gpu_models": "l40s"}).content.decode()
+
+    assert "published measurements like this (throughput, 8-bit W8A8) fell in this range" in html
+    assert "throughput|8-bit W8A8" not in html
+
+
 def test_csv_export_of_bad_inputs_is_400(fleet, member_page):
     query = urlencode({**QWEN_72B, "input_len": "0", "export": "csv"})
 
