@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from benchmarks.bench_database import ensure_database  # noqa: E402
 from benchmarks.sizing import DATASET_2026_MOE, DATASETS, load_rows, request_for  # noqa: E402
 
 BENCH_DB = os.environ.get(
@@ -48,25 +49,6 @@ def _env() -> dict[str, str]:
         "DATABASE_URL": BENCH_DB,
         "DJANGO_SETTINGS_MODULE": "portal.settings.test",
     }
-
-
-def ensure_database() -> None:
-    """Create the benchmark database when absent and migrate it (a no-op when up to date)."""
-    import psycopg
-
-    name = BENCH_DB.rsplit("/", 1)[1]
-    admin_url = BENCH_DB.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not found:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"],
-        check=True,
-        capture_output=True,
-        env=_env(),
-        cwd=ROOT,
-    )
 
 
 def estimator_inputs(count: int) -> list[dict]:
@@ -113,7 +95,7 @@ def measure(label: str, inputs: list[dict]) -> float:
 
 
 def main() -> int:
-    ensure_database()
+    ensure_database(BENCH_DB, _env())
     inputs = estimator_inputs(INPUTS)
     print(f"estimate --json: {len(inputs)} inputs, {RUNS} runs, load {os.getloadavg()[0]:.1f}")
     measure("start-up alone (empty list)", [])

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -32,6 +31,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))  # factories
+from benchmarks.bench_database import ensure_database  # noqa: E402
+
 BENCH_DB = os.environ.get(
     "BENCH_DATABASE_URL",
     "postgres://postgres@127.0.0.1:5432/gpu_pool_portal_bench_sizing_page",
@@ -41,25 +42,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings.test")
 RUNS = int(os.environ.get("BENCH_RUNS", "20"))
 TARGET_MS = 300.0
 DEEPSEEK_V3_CONFIG = (ROOT / "tests" / "fixtures" / "hf_configs" / "deepseek_v3.json").read_text()
-
-
-def ensure_database() -> None:
-    """Create the benchmark database when absent and migrate it (a no-op when up to date)."""
-    import psycopg
-
-    name = BENCH_DB.rsplit("/", 1)[1]
-    admin_url = BENCH_DB.rsplit("/", 1)[0] + "/postgres"
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        found = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [name]).fetchone()
-        if not found:
-            conn.execute(f'CREATE DATABASE "{name}"')
-    subprocess.run(
-        [sys.executable, str(ROOT / "manage.py"), "migrate", "-v", "0"],
-        check=True,
-        capture_output=True,
-        env=os.environ,
-        cwd=ROOT,
-    )
 
 
 def cases() -> list[tuple[str, dict]]:
@@ -121,7 +103,7 @@ def measure(client, label: str, fields: dict) -> float:
 
 
 def main() -> int:
-    ensure_database()
+    ensure_database(BENCH_DB, os.environ)
     import django
 
     django.setup()

@@ -735,6 +735,32 @@ def hopper_mxfp4_stream_extra_s(
     )
 
 
+def pass_weight_stream_s(
+    *,
+    model: ModelArch,
+    precision: Precision,
+    gpu: GpuSpec,
+    weight_bytes: float,
+    tokens: float,
+    triton: bool,
+    bandwidth: float,
+) -> float:
+    """Seconds a pass of ``tokens`` tokens streams its ``weight_bytes`` on cards ``gpu`` of
+    ``bandwidth`` B/s of peak in all: :func:`weight_stream_s` with the routed experts' NVFP4
+    share (:func:`routed_fp4_stream_bytes`) plus :func:`hopper_mxfp4_stream_extra_s` - the one
+    account of a decode step's and a lone prefill's weight stream."""
+    return weight_stream_s(
+        weight_bytes=weight_bytes,
+        routed_fp4_bytes=routed_fp4_stream_bytes(
+            model=model, precision=precision, gpu=gpu, tokens=tokens
+        ),
+        bandwidth=bandwidth,
+        gpu=gpu,
+    ) + hopper_mxfp4_stream_extra_s(
+        model=model, precision=precision, gpu=gpu, tokens=tokens, triton=triton, bandwidth=bandwidth
+    )
+
+
 def hopper_mxfp4_shares(
     *, model: ModelArch, precision: Precision, triton: bool
 ) -> tuple[float, float, float] | None:
@@ -1524,17 +1550,11 @@ def replica_throughput(
         prefill_weights = dp_weight_bytes(
             model=model, precision=precision, tokens=new_input, dp_attention=dp
         )
-        prefill_memory_s = weight_stream_s(
-            weight_bytes=prefill_weights,
-            routed_fp4_bytes=routed_fp4_stream_bytes(
-                model=model, precision=precision, gpu=gpu, tokens=new_input
-            ),
-            bandwidth=bandwidth,
-            gpu=gpu,
-        ) + hopper_mxfp4_stream_extra_s(
+        prefill_memory_s = pass_weight_stream_s(
             model=model,
             precision=precision,
             gpu=gpu,
+            weight_bytes=prefill_weights,
             tokens=new_input,
             triton=profile.hopper_mxfp4_moe_triton,
             bandwidth=bandwidth,
@@ -1606,17 +1626,11 @@ def replica_throughput(
             * (prefill_attention_flops + encoder_flops_per_request)
         )
         # NVFP4 routed experts stream slower than the other weights on SM100 (fp4_kernels).
-        memory_s = weight_stream_s(
-            weight_bytes=weights_read,
-            routed_fp4_bytes=routed_fp4_stream_bytes(
-                model=model, precision=precision, gpu=gpu, tokens=tokens
-            ),
-            bandwidth=bandwidth,
-            gpu=gpu,
-        ) + hopper_mxfp4_stream_extra_s(
+        memory_s = pass_weight_stream_s(
             model=model,
             precision=precision,
             gpu=gpu,
+            weight_bytes=weights_read,
             tokens=tokens,
             triton=profile.hopper_mxfp4_moe_triton,
             bandwidth=bandwidth,
