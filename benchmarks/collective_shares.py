@@ -24,13 +24,14 @@ Usage (needs pandas and pyarrow, not in the project's requirements):
 prints one line per (generation, collective, ranks): the share at each of ``SIZES``.
 """
 
-import io
-import subprocess
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from statistics import median
 
-BASE = "aic-core/src/aiconfigurator_core/systems/data"
-COMMIT = "095f58a5"
+from benchmarks.aiconfigurator_tables import read_table  # noqa: E402
+
 #: NVLink GB/s per direction of each system (NVIDIA datasheets; the catalogue's nvlink_gbps / 2).
 NVLINK_PER_DIRECTION = {
     "a100_sxm": 300,
@@ -57,15 +58,6 @@ SIZES = [1024 * 4**k for k in range(10)]
 OPS = ("all_gather", "reduce_scatter", "all_reduce", "alltoall")
 
 
-def _table(repo: str, path: str):
-    import pandas
-
-    raw = subprocess.run(
-        ["git", "-C", repo, "show", f"{COMMIT}:{BASE}/{path}"], capture_output=True, check=True
-    ).stdout
-    return pandas.read_parquet(io.BytesIO(raw))
-
-
 def _factor(op: str, ranks: int) -> float:
     return (2 if op == "all_reduce" else 1) * (ranks - 1) / ranks
 
@@ -74,9 +66,11 @@ def shares(repo: str) -> dict:
     """{(generation, op, ranks): [share at each of SIZES]}."""
     found: dict = {}
     for system, per_dir in NVLINK_PER_DIRECTION.items():
-        nccl = _table(repo, f"{system}/comm/nccl/{NCCL.get(system, '2.29.2')}/nccl_perf.parquet")
+        nccl = read_table(
+            repo, f"{system}/comm/nccl/{NCCL.get(system, '2.29.2')}/nccl_perf.parquet"
+        )
         nccl = nccl[nccl.nccl_dtype == "half"]
-        custom = _table(
+        custom = read_table(
             repo,
             f"{system}/comm/trtllm/{CUSTOM.get(system, '1.3.0rc20')}/custom_allreduce_perf.parquet",
         )

@@ -27,13 +27,13 @@ Usage (needs pandas and pyarrow, not in the project's requirements):
     python benchmarks/fp4_kernel_shares.py <aiconfigurator git dir>
 """
 
-import io
 import statistics
-import subprocess
 import sys
+from pathlib import Path
 
-BASE = "aic-core/src/aiconfigurator_core/systems/data"
-COMMIT = "095f58a5"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.aiconfigurator_tables import compute_bound_steps, read_table, stream_shares  # noqa: E402
+
 VERSION = "1.3.0rc20"
 #: system -> (dense FP4 TFLOPS, peak bandwidth GB/s), as the catalogue holds them.
 SYSTEMS = {
@@ -42,21 +42,10 @@ SYSTEMS = {
     "gb200": (10000.0, 8000.0),
 }
 NVFP4_BYTES_PER_WEIGHT = 4.5 / 8
-COMPUTE_PAIRS = ((4096, 8192), (8192, 16384))
-MIN_ROWS_COMPUTE = 512
-STREAM_ROWS = (2, 32)
-MIN_STREAM_BYTES = 100e6
-SHAPE = ["hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size"]
 
 
 def _table(repo: str, system: str, op: str):
-    import pandas as pd
-
-    path = f"{BASE}/{system}/{op}/trtllm/{VERSION}/{op}_perf.parquet"
-    blob = subprocess.run(
-        ["git", "-C", repo, "show", f"{COMMIT}:{path}"], capture_output=True, check=True
-    ).stdout
-    return pd.read_parquet(io.BytesIO(blob))
+    return read_table(repo, f"{system}/{op}/trtllm/{VERSION}/{op}_perf.parquet")
 
 
 def dense_share(gemm, peak_tflops: float) -> float:
@@ -71,22 +60,14 @@ def moe_shares(moe, peak_tflops: float, bandwidth_gbps: float) -> tuple[float, f
     ops = moe[
         (moe.moe_dtype == "nvfp4") & (moe.distribution == "balanced") & (moe.moe_tp_size == 1)
     ]
-    compute, stream = [], []
-    for (hidden, inter, topk, experts, ep), group in ops.groupby(SHAPE):
-        latency = group.groupby("num_tokens").latency.min()
-        for n1, n2 in COMPUTE_PAIRS:
-            if n1 in latency and n2 in latency and n2 * topk / experts >= MIN_ROWS_COMPUTE:
-                if latency[n2] > latency[n1]:
-                    flops = (n2 - n1) * topk * 2 * 3 * hidden * inter / ep
-                    rate = flops / ((latency[n2] - latency[n1]) / 1e3)
-                    compute.append(rate / 1e12 / peak_tflops)
-        weights = experts / ep * 3 * hidden * inter * NVFP4_BYTES_PER_WEIGHT
-        rows = group.num_tokens * topk / experts
-        bound = group[(rows >= STREAM_ROWS[0]) & (rows <= STREAM_ROWS[1])]
-        if weights >= MIN_STREAM_BYTES and len(bound):
-            shares = weights / (bound.latency / 1e3) / (bandwidth_gbps * 1e9)
-            stream.append(float(shares.median()))
-    return statistics.median(compute), statistics.median(stream)
+    compute = [
+        (n2 - n1) * k * 2 * 3 * hidden * inter / ep / seconds / 1e12 / peak_tflops
+        for hidden, inter, k, _experts, ep, n1, n2, seconds in compute_bound_steps(ops)
+    ]
+    stream = stream_shares(
+        ops, bytes_per_weight=NVFP4_BYTES_PER_WEIGHT, bandwidth=bandwidth_gbps * 1e9
+    )
+    return statistics.median(compute), statistics.median(share for *_, share in stream)
 
 
 def main() -> int:

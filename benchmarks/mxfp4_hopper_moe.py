@@ -33,32 +33,23 @@ Usage (needs pandas and pyarrow, not in the project's requirements):
     python benchmarks/mxfp4_hopper_moe.py <aiconfigurator git dir>
 """
 
-import io
 import statistics
-import subprocess
 import sys
+from pathlib import Path
 
-BASE = "aic-core/src/aiconfigurator_core/systems/data"
-COMMIT = "095f58a5"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.aiconfigurator_tables import compute_bound_steps, read_table, stream_shares  # noqa: E402
+
 VERSION = "1.3.0rc20"
 #: Dense BF16 tensor peak (TFLOPS) and memory bandwidth (B/s) of the cards, NVIDIA datasheets
 #: (the catalogue's values).
 CARDS = {"h100_sxm": (989e12, 3.35e12), "h200_sxm": (989e12, 4.8e12)}
-PAIRS = ((4096, 8192), (8192, 16384))
-MIN_ROWS_COMPUTE = 512
-STREAM_ROWS = (2, 32)
-MIN_STREAM_BYTES = 100e6
 MXFP4_BITS = 4 + 8 / 32
 
 
 def _table(repo: str, system: str, engine: str, version: str):
-    import pandas as pd
 
-    path = f"{BASE}/{system}/moe/{engine}/{version}/moe_perf.parquet"
-    blob = subprocess.run(
-        ["git", "-C", repo, "show", f"{COMMIT}:{path}"], capture_output=True, check=True
-    ).stdout
-    table = pd.read_parquet(io.BytesIO(blob))
+    table = read_table(repo, f"{system}/moe/{engine}/{version}/moe_perf.parquet")
     keep = (
         (table.moe_dtype == "w4a16_mxfp4")
         & (table.distribution == "balanced")
@@ -67,38 +58,15 @@ def _table(repo: str, system: str, engine: str, version: str):
     return table[keep]
 
 
-def _flops(n: int, k: int, hidden: int, inter: int, ep: int) -> float:
-    return n * k * 2 * 3 * hidden * inter / ep
-
-
 def _slopes(table, peak: float) -> list[tuple]:
-    out = []
-    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size"]
-    for (hidden, inter, k, experts, ep), group in table.groupby(keys):
-        latency = dict(zip(group.num_tokens, group.latency / 1e3, strict=True))
-        for n1, n2 in PAIRS:
-            if n1 not in latency or n2 not in latency or n2 * k / experts < MIN_ROWS_COMPUTE:
-                continue
-            extra = _flops(n2, k, hidden, inter, ep) - _flops(n1, k, hidden, inter, ep)
-            out.append((experts, ep, n1, n2, extra / (latency[n2] - latency[n1]) / peak))
-    return out
+    return [
+        (experts, ep, n1, n2, (n2 - n1) * k * 2 * 3 * hidden * inter / ep / seconds / peak)
+        for hidden, inter, k, experts, ep, n1, n2, seconds in compute_bound_steps(table)
+    ]
 
 
 def _streams(table, bandwidth: float) -> list[tuple]:
-    out = []
-    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size"]
-    for (hidden, inter, k, experts, ep), group in table.groupby(keys):
-        local_bytes = experts / ep * 3 * hidden * inter * MXFP4_BITS / 8
-        if local_bytes < MIN_STREAM_BYTES:
-            continue
-        shares = [
-            local_bytes / (row.latency / 1e3) / bandwidth
-            for row in group.itertuples()
-            if STREAM_ROWS[0] <= row.num_tokens * k / experts <= STREAM_ROWS[1]
-        ]
-        if shares:
-            out.append((experts, ep, local_bytes, statistics.median(shares)))
-    return out
+    return stream_shares(table, bytes_per_weight=MXFP4_BITS / 8, bandwidth=bandwidth)
 
 
 def _fit(xs: list[float], ys: list[float]) -> tuple[float, float]:
@@ -114,15 +82,9 @@ def _slot_points(table, peak: float) -> tuple[list[float], list[float]]:
     """Per compute-bound slope: (seconds per routed slot if the local experts' share of its
     FLOPs ran at the BF16 peak, seconds per routed slot measured); a slot is a token's row
     to one of its k experts, n x k per op on every card."""
-    xs, ys = [], []
-    keys = ["hidden_size", "inter_size", "topk", "num_experts", "moe_ep_size"]
-    for (hidden, inter, k, experts, ep), group in table.groupby(keys):
-        latency = dict(zip(group.num_tokens, group.latency / 1e3, strict=True))
-        for n1, n2 in PAIRS:
-            if n1 not in latency or n2 not in latency or n2 * k / experts < MIN_ROWS_COMPUTE:
-                continue
-            xs.append(2 * 3 * hidden * inter / ep / peak)
-            ys.append((latency[n2] - latency[n1]) / ((n2 - n1) * k))
+    steps = compute_bound_steps(table)
+    xs = [2 * 3 * hidden * inter / ep / peak for hidden, inter, _k, _e, ep, *_ in steps]
+    ys = [seconds / ((n2 - n1) * k) for _h, _i, k, _e, _ep, n1, n2, seconds in steps]
     return xs, ys
 
 

@@ -20,12 +20,12 @@ Usage (needs pandas and pyarrow, not in the project's requirements):
 prints one line per (exponent, EP): the compute-bound ratio, then the ratio at each of ``TOKENS``.
 """
 
-import io
-import subprocess
 import sys
+from pathlib import Path
 
-BASE = "aic-core/src/aiconfigurator_core/systems/data"
-COMMIT = "095f58a5"
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from benchmarks.aiconfigurator_tables import read_table  # noqa: E402
+
 SYSTEMS = ("b200_sxm", "h200_sxm", "h100_sxm")
 VERSION = "1.3.0rc20"
 TOKENS = (128, 160, 192, 256, 320, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192,
@@ -44,11 +44,7 @@ def main() -> int:
     repo = sys.argv[1]
     frames = []
     for system in SYSTEMS:
-        path = f"{BASE}/{system}/moe/trtllm/{VERSION}/moe_perf.parquet"
-        blob = subprocess.run(
-            ["git", "-C", repo, "show", f"{COMMIT}:{path}"], capture_output=True, check=True
-        ).stdout
-        table = pd.read_parquet(io.BytesIO(blob))
+        table = read_table(repo, f"{system}/moe/trtllm/{VERSION}/moe_perf.parquet")
         wide = table.pivot_table(index=KEY, columns="distribution", values="latency", aggfunc="min")
         frames.append(wide.reset_index())
     points = pd.concat(frames)
