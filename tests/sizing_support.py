@@ -8,8 +8,13 @@ from pathlib import Path
 HF_CONFIGS = Path(__file__).resolve().parent / "fixtures" / "hf_configs"
 
 #: DeepSeek-V3 as its published config.json counts it (the preset's own count, tested in
-#: tests/pools/sizing/test_parallelism.py).
+#: tests/pools/sizing/test_parallelism.py), as the page's weights line names it at 16 bit.
 DEEPSEEK_V3_PARAMS = "671\u202f026\u202f404\u202f352"  # grouped as the page groups
+
+#: DeepSeek-V3's decoder-layer weights, as the page's weights line names them for a quantised
+#: precision: those parameters less the embedding and head, 2 x 129,280 x 7,168 =
+#: 1,853,358,080, which checkpoints keep 16 bit.
+DEEPSEEK_V3_LAYER_PARAMS = "669\u202f173\u202f046\u202f272"  # grouped as the page groups
 
 
 def deepseek_v3_config_text() -> str:

@@ -78,6 +78,16 @@ VLLM_V0_STEP_OVERHEAD_S_PER_LAYER = 115e-6
 #: 29.4 us per sequence. Its overlap scheduler (on by default) runs a step's host work while the
 #: previous step's kernels run, so a step lasts max(GPU, host)
 #: (``pools.sizing.throughput.replica_throughput``). Not a fit: a cited measurement.
+#: What it measures: ``host_step_time`` is the executor loop's wall time between two iterations
+#: (``PyExecutor`` profiler, ``profile_step``), so it is the host time only because that run was
+#: host bound, and it includes attention DP's per-step synchronisation of the two ranks. A
+#: single rank's Grace cost per sequence is lower in the releases after 1.0: the later
+#: perf-overview tables (``sizing_dataset_2026_trtllm_next.json``) measure gpt-oss-20b on one
+#: GB200 at 55,823 output tok/s, which a loop costing h per sequence per step caps at 1 / h, so
+#: h <= 17.9 us there, while the 1.0 tables' Qwen3-30B-A3B on one GB200 runs at 0.61-0.85 x the
+#: B200 where this figure makes it host bound. One figure for both releases is kept (issue 34
+#: note: the x86 figure for Grace moves the three gpt-oss-20b cells -50 % -> -6 % and four 1.0
+#: Qwen3 cells +16 ... +23 % -> +36 ... +92 %); the release is not stated on the later tables.
 TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE = 45.11e-3 / 1536
 
 #: The same on an x86 host: the Grace figure x 13.48 / 37.08, the CPU time of one PyTorch

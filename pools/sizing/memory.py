@@ -13,6 +13,7 @@ per-card KV stops shrinking there. Sliding-window models keep at most the window
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError
@@ -94,6 +95,23 @@ FP4_SCALE_BITS_PER_WEIGHT = {
     "MXFP4-WO": 8 / 32,
 }
 
+#: Quantisation group size of weight-only INT4/INT8 checkpoints (GPTQ, AWQ): 128 weights share
+#: one FP16 scale and, for AWQ and asymmetric GPTQ, one zero point of the weight's width
+#: (AutoAWQ default ``q_group_size: 128, zero_point: True``; the Qwen2.5 GPTQ/AWQ checkpoints'
+#: quantize_config ``group_size: 128``). FP8 checkpoints use per-tensor or per-channel scales.
+QUANT_GROUP_SIZE = 128
+QUANT_SCALE_BITS = 16
+#: The precisions stored that way (integer weight-only checkpoints).
+GROUP_QUANTISED = frozenset({"INT4", "W4A16", "INT4-AWQ", "INT4-GPTQ", "W8A16"})
+
+#: Bits of the embedding table and output head (lm_head) in quantised checkpoints: kept at 16
+#: bit. NVIDIA ModelOpt FP8 / NVFP4 checkpoints list ``lm_head`` in ``exclude_modules``
+#: (nvidia/Llama-3.1-8B-Instruct-FP8 hf_quant_config.json) and quantise linear layers only, so
+#: the embedding (a lookup table, not a linear layer) stays 16 bit too; GPTQ and AWQ quantise
+#: the decoder layers' linear modules only; openai/gpt-oss-* quantise the MoE experts only.
+LM_HEAD_BITS = 16
+
+
 #: KV-cache element sizes in bits. ``AUTO`` follows the 16-bit activations, as vLLM's "auto" does.
 _KV_BITS = {
     "FP16": 16,
@@ -163,10 +181,57 @@ def kv_cache_dtype_for(requested: str | None, model: ModelArch) -> tuple[str | N
 def weights_bytes(*, params: int, weight_bits: int) -> int:
     """Bytes of ``params`` weights stored at ``weight_bits`` each: params × bits / 8, rounded up.
 
-    7e9 parameters at FP16 → 14e9 B (14 GB). Quantisation scales and zero points (about 0.25 bit
-    per weight for group size 128) are not counted.
+    7e9 parameters at FP16 → 14e9 B (14 GB): the seeds' rule of thumb (``004`` §2.1), and the
+    size of a 16-bit encoder. A quantised checkpoint's size is :func:`checkpoint_bytes`.
     """
     return -(-params * weight_bits // 8)
+
+
+def stored_bits_per_weight(precision: Precision) -> float:
+    """Bits one decoder-layer linear weight takes in a checkpoint of ``precision``, its scales
+    included: the element width, + :data:`FP4_SCALE_BITS_PER_WEIGHT` for the block-scaled FP4
+    formats (NVFP4 4.5, MXFP4 4.25), + (16-bit scale + zero point) / :data:`QUANT_GROUP_SIZE`
+    for weight-only group quantisation (:data:`GROUP_QUANTISED`; INT4 AWQ / GPTQ: 4 + 20 / 128 =
+    4.156; W8A16 8.188). FP8 (also run weight-only, ``FP8-WO``: the same checkpoint), INT8 W8A8
+    and 16-bit: the width (per-tensor or per-channel scales are negligible)."""
+    bits = precision.weight_bits
+    if precision.name in FP4_SCALE_BITS_PER_WEIGHT:
+        return bits + FP4_SCALE_BITS_PER_WEIGHT[precision.name]
+    if precision.name in GROUP_QUANTISED:
+        return bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
+    return float(bits)
+
+
+def embedding_params(model: ModelArch) -> int:
+    """Parameters of the input embedding and output head: vocab x hidden, twice unless the
+    head is tied to the embedding (``tie_word_embeddings``)."""
+    table = model.vocab_size * model.hidden_size
+    return table if model.tie_word_embeddings else 2 * table
+
+
+def checkpoint_bytes(model: ModelArch, precision: Precision) -> int:
+    """Bytes of ``model``'s weights in a checkpoint of ``precision``, whole model, rounded up:
+    decoder-layer weights at :func:`stored_bits_per_weight`, the embedding and head
+    (:func:`embedding_params`) at :data:`LM_HEAD_BITS` (or the width, when that is wider).
+
+    16-bit: total params x 2 (Llama-3-8B 16,060,522,496 B). Llama-3.1-8B INT4 AWQ: (8,030,261,248
+    - 1,050,673,152) x 4.15625 / 8 + 1,050,673,152 x 2 = 5,727,460,432 B, where params x 4 / 8
+    gives 4,015,130,624 B. Quantised checkpoints keep the embedding and head 16 bit: "Only the
+    weights of the linear operators within transformers blocks are quantized"
+    (RedHatAI/Meta-Llama-3.1-8B-Instruct-quantized.w4a16 model card), and :data:`LM_HEAD_BITS`.
+    Memory and the decode weight stream (``pools.sizing.throughput.decode_weight_bytes``)
+    count alike.
+    """
+    heads = embedding_params(model)
+    bits = stored_bits_per_weight(precision)
+    head_bits = max(LM_HEAD_BITS, precision.weight_bits)
+    return math.ceil((model.total_params - heads) * bits / 8) + -(-heads * head_bits // 8)
+
+
+def routed_checkpoint_bytes(model: ModelArch, precision: Precision) -> int:
+    """Bytes of a mixture of experts' routed experts in a checkpoint of ``precision``, rounded
+    up (all of them, at :func:`stored_bits_per_weight`); 0 for a dense model."""
+    return math.ceil(model.expert_params * stored_bits_per_weight(precision) / 8)
 
 
 def kv_bytes_per_token(*, num_layers: int, num_kv_heads: int, head_dim: int, kv_bits: int) -> int:
@@ -400,14 +465,14 @@ def memory_estimate(
             reason="context_too_long",
             field="input_len",
         )
-    weights = weights_bytes(params=model.total_params, weight_bits=precision.weight_bits)
+    weights = checkpoint_bytes(model, precision)
     stage_layers = -(-model.num_layers // pp)
 
     def stage_share(whole: int) -> int:
         # The busiest stage's part of a per-card TP share: ceil(whole x stage layers / layers).
         return -(-whole * stage_layers // model.num_layers)
 
-    routed = weights_bytes(params=model.expert_params, weight_bits=precision.weight_bits)
+    routed = routed_checkpoint_bytes(model, precision)
     experts_per_gpu = stage_share(-(-routed // tp))
     if dp_attention > 1:
         weights_per_gpu = experts_per_gpu + stage_share(-(-(weights - routed) // group))
@@ -430,9 +495,7 @@ def memory_estimate(
         kept_free = reserve
     draft_weights_per_gpu = draft_per_sequence_per_gpu = 0
     if draft is not None:
-        draft_weights_per_gpu = -(
-            -weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits) // group
-        )
+        draft_weights_per_gpu = -(-checkpoint_bytes(draft, precision) // group)
         draft_per_sequence_per_gpu = kv_bytes_per_sequence(
             draft, context_tokens=context_tokens, kv_bits=kv_bits, tp=group
         )

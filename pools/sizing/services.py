@@ -62,13 +62,17 @@ from pools.sizing.inputs import (
 )
 from pools.sizing.memory import (
     ENGINE_OVERHEAD_BYTES,
+    LM_HEAD_BITS,
     RESERVE_FRACTION,
     RESERVE_MIN_BYTES,
+    checkpoint_bytes,
+    embedding_params,
     kv_bytes_per_sequence,
     kv_cache_bits,
     kv_cache_dtype_for,
     model_kv_bytes_per_token,
     precision_parse,
+    stored_bits_per_weight,
     weights_bytes,
 )
 from pools.sizing.models import SizingEstimate
@@ -330,9 +334,7 @@ def _speculation_json(speculation: Speculation | None, *, precision) -> dict[str
         "draft_model": None if draft is None else draft.id,
         "draft_model_name": None if draft is None else draft.name,
         "draft_params": None if draft is None else draft.total_params,
-        "draft_weights_bytes": None
-        if draft is None
-        else weights_bytes(params=draft.total_params, weight_bits=precision.weight_bits),
+        "draft_weights_bytes": None if draft is None else checkpoint_bytes(draft, precision),
     }
 
 
@@ -696,9 +698,12 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask, gpus: list[GpuSpec]) -> d
         "reserve_of_free": engine.reserve_of_free,
         "sized_share": inputs.get("sized_share", 1.0),
         "buffer_share": inputs.get("buffer_share", 0.0),
-        "weights_bytes": weights_bytes(
-            params=model.total_params, weight_bits=precision.weight_bits
-        ),
+        "weights_bytes": checkpoint_bytes(model, precision),
+        # What the page's weights line is made of (memory.checkpoint_bytes).
+        "stored_bits_per_weight": stored_bits_per_weight(precision),
+        "embedding_params": embedding_params(model),
+        "layer_params": model.total_params - embedding_params(model),
+        "embedding_bits": max(LM_HEAD_BITS, precision.weight_bits),
         "kv_bytes_per_token": model_kv_bytes_per_token(model, kv_bits=kv_bits),
         "kv_bytes_per_sequence": per_sequence,
         "context_tokens": context,

@@ -73,10 +73,13 @@ from pools.sizing.gpus import (
 )
 from pools.sizing.memory import (
     FP4_SCALE_BITS_PER_WEIGHT,
+    LM_HEAD_BITS,
     Precision,
+    embedding_params,
     kv_bytes_per_sequence,
     kv_tokens_per_sequence,
     precision_parse,
+    stored_bits_per_weight,
 )
 from pools.sizing.presets import ModelArch
 from pools.sizing.routing import skew_factor
@@ -389,11 +392,7 @@ def routed_expert_bytes(*, model: ModelArch, precision: Precision, tokens: float
     touch (:func:`weight_bytes_read`'s expectation) at the stored width; 0 for a dense model."""
     if not model.is_moe:
         return 0.0
-    bits = precision.weight_bits
-    if precision.name in FP4_SCALE_BITS_PER_WEIGHT:
-        bits = bits + FP4_SCALE_BITS_PER_WEIGHT[precision.name]
-    elif precision.weight_only and bits < 16:
-        bits = bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
+    bits = stored_bits_per_weight(precision)
     share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
     return model.expert_params * share * bits / 8
 
@@ -826,19 +825,6 @@ def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> f
     return (shared + model.expert_params * share) * weight_bits / 8
 
 
-#: Quantisation group size of weight-only INT4/INT8 checkpoints (GPTQ, AWQ): 128 weights share
-#: one FP16 scale and, for AWQ and asymmetric GPTQ, one zero point of the weight's width
-#: (AutoAWQ default ``q_group_size: 128, zero_point: True``; the Qwen2.5 GPTQ/AWQ checkpoints'
-#: quantize_config ``group_size: 128``). FP8 checkpoints use per-tensor or per-channel scales.
-QUANT_GROUP_SIZE = 128
-QUANT_SCALE_BITS = 16
-
-#: Bits of the output head (lm_head) in quantised checkpoints: kept at 16 bit. NVIDIA ModelOpt
-#: FP8 checkpoints list ``lm_head`` in ``exclude_modules`` (nvidia/Llama-3.1-8B-Instruct-FP8
-#: hf_quant_config.json); GPTQ and AWQ quantise the decoder layers' linear modules only.
-LM_HEAD_BITS = 16
-
-
 def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> float:
     """Weight bytes one forward pass over ``tokens`` tokens really streams from memory, whole
     model (all TP ranks).
@@ -851,13 +837,8 @@ def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float
     2 x 525,336,576) x 2 + 525,336,576 x 2 + 4,096 x 2 = 15,009,855,488 B.
     """
     table = model.vocab_size * model.hidden_size
-    heads = table if model.tie_word_embeddings else 2 * table
-    bits = precision.weight_bits
-    if precision.name in FP4_SCALE_BITS_PER_WEIGHT:
-        bits = bits + FP4_SCALE_BITS_PER_WEIGHT[precision.name]
-    elif precision.weight_only and bits < 16:
-        bits = bits + (QUANT_SCALE_BITS + bits) / QUANT_GROUP_SIZE
-    layer_params = model.total_params - heads
+    bits = stored_bits_per_weight(precision)
+    layer_params = model.total_params - embedding_params(model)
     if model.is_moe:
         shared = layer_params - model.expert_params
         share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
@@ -910,9 +891,7 @@ def quantised_linear_params(*, model: ModelArch, precision: Precision, tokens: f
     """
     if not (precision.weight_only and precision.weight_bits == 4):
         return 0.0
-    table = model.vocab_size * model.hidden_size
-    heads = table if model.tie_word_embeddings else 2 * table
-    layer_params = model.total_params - heads
+    layer_params = model.total_params - embedding_params(model)
     if model.is_moe:
         shared = layer_params - model.expert_params
         share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)

@@ -94,7 +94,9 @@ def test_fp8_on_a100_is_estimated_as_weight_only_with_a_warning(tmp_path):
 
     assert status == 0
     assert result["precision"] == "FP8-WO"
-    assert result["weights_bytes"] == 70_553_706_496  # 8 bits per weight
+    # The FP8 checkpoint, 8 bits per layer weight; embedding and head (2 x 128,256 x 8,192)
+    # stay 16 bit: 70,553,706,496 + 2,101,346,304 more bytes.
+    assert result["weights_bytes"] == 70_553_706_496 + 2 * 128_256 * 8_192 == 72_655_052_800
     assert [warning["code"] for warning in result["warnings"]] == ["fp8_weight_only"]
 
 
@@ -281,7 +283,10 @@ def test_expert_and_attention_data_parallel_through_the_command(tmp_path):
     assert status == 1
     first = results[0]
     assert first["dp_attention"] == 16
-    assert first["memory"]["weights_bytes_per_gpu"] == 653_908_770_816 // 16 + 17_117_633_536
+    # Embedding and head (2 x 129,280 x 7,168 = 1,853,358,080) at 16 bit, the rest at 8.
+    assert first["memory"]["weights_bytes_per_gpu"] == (
+        653_908_770_816 // 16 + 17_117_633_536 + 1_853_358_080
+    )
     assert first["throughput"]["all_to_all_ms"] > 0
     assert first["throughput"]["allreduce_ms"] == 0
     assert results[1]["error"]["field"] == "dp_attention"

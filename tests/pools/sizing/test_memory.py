@@ -11,6 +11,7 @@ from pools.sizing.gpus import gpu_specs_from_catalogue
 from pools.sizing.memory import (
     GIB,
     MIB,
+    checkpoint_bytes,
     engine_overhead_bytes,
     kv_bytes_per_token,
     kv_cache_bits,
@@ -78,6 +79,38 @@ def test_memory_estimate_reports_the_same_kv_for_the_preset():
 )
 def test_weights_bytes_are_params_times_bits_over_eight(params, bits, expected):
     assert weights_bytes(params=params, weight_bits=bits) == expected
+
+
+# Llama-3.1-8B (config.json): 8,030,261,248 parameters; embedding and untied head 2 x 128,256
+# x 4,096 = 1,050,673,152 of them, kept 16 bit by every quantised checkpoint; the 6,979,588,096
+# decoder-layer weights at the stored width with its scales.
+LLAMA_8B_LAYERS = 8_030_261_248 - 2 * 128_256 * 4_096
+
+
+@pytest.mark.parametrize(
+    ("precision", "expected"),
+    [
+        ("FP16", 8_030_261_248 * 2),
+        # 1 byte a layer weight, 2 an embedding / head weight
+        ("FP8", LLAMA_8B_LAYERS + 1_050_673_152 * 2),
+        # the same FP8 checkpoint when a card runs it weight-only: no group scales
+        ("FP8-WO", LLAMA_8B_LAYERS + 1_050_673_152 * 2),
+        # 4 bits + a 16-bit scale and a 4-bit zero point per 128 weights = 4.15625 bits
+        ("INT4-AWQ", 3_626_114_128 + 1_050_673_152 * 2),
+        # 4 bits + one 8-bit E4M3 scale per 16 = 4.5 bits
+        ("NVFP4", 3_926_018_304 + 1_050_673_152 * 2),
+        # 4 bits + one 8-bit E8M0 scale per 32 = 4.25 bits
+        ("MXFP4", 3_707_906_176 + 1_050_673_152 * 2),
+    ],
+)
+def test_a_checkpoint_keeps_embedding_and_head_16_bit_and_counts_its_scales(precision, expected):
+    assert LLAMA_8B_LAYERS * 4.15625 / 8 == pytest.approx(3_626_114_128, abs=1)
+    assert LLAMA_8B_LAYERS * 4.5 / 8 == 3_926_018_304
+    assert LLAMA_8B_LAYERS * 4.25 / 8 == 3_707_906_176
+    model = model_preset("llama3_8b")
+    assert model.total_params == 8_030_261_248
+
+    assert checkpoint_bytes(model, precision_parse(precision)) == expected
 
 
 @pytest.mark.parametrize(

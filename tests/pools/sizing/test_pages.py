@@ -114,6 +114,26 @@ def test_a_buffer_of_whole_replicas_says_so_instead_of_30_percent_of_2_being_2(f
     assert "<li><strong>= 4 cards</strong></li>" in html
 
 
+def test_the_weights_line_shows_a_quantised_checkpoints_scales_and_16_bit_embeddings(
+    fleet, member_page
+):
+    """Llama-3.1-8B INT4 AWQ: 8,030,261,248 parameters, of which the embedding and head (2 x
+    128,256 x 4,096 = 1,050,673,152) stay 16 bit; the 6,979,588,096 layer weights take 4 bits
+    + a 16-bit scale and a 4-bit zero point per 128 = 4.15625 bits: 3,626,114,128 +
+    2,101,346,304 = 5,727,460,432 B, 5.7 GB (the line read 8,030,261,248 x 4 / 8 = 4.0 GB)."""
+    fields = {**QWEN_72B, "model": "llama3_8b", "precision": "INT4-AWQ"}
+
+    html = _htmx(member_page, "/sizing/", fields).content.decode()
+
+    line = re.search(r'<article><div class="value">([^<]+)</div>\s*<div class="label" '
+                     r'id="weights-line">([^<]+)</div>', html)  # fmt: skip
+    assert line, "no weights line"
+    assert line.group(1) == "5.7 GB"
+    text = " ".join(line.group(2).replace("\u202f", " ").split())
+    assert "6 979 588 096 layer parameters × 4.156 bit (4-bit values + scales) ÷ 8" in text
+    assert "+ 1 050 673 152 embedding and head parameters at 16 bit" in text
+
+
 def test_an_nvl72_row_names_its_nvlink_domain_not_8_cards_a_node(fleet, member_page):
     """GB200 NVL72 joins 72 GPUs in one NVLink domain (pools/sizing/gpus.py
     NVLINK_DOMAIN_GPUS) and the plan lets TP span it (Kimi-K2 BF16: TP 16), but the row
@@ -234,7 +254,8 @@ def test_csv_export_has_one_row_per_gpu_model_with_the_numbers(fleet, member_pag
     )
     assert int(l40s["cards_pessimistic"]) >= int(l40s["cards"])
     assert l40s["kv_bytes_per_token"] == "163840"
-    assert int(l40s["weights_bytes"]) == 72_706_203_648
+    # FP8: a byte a layer weight, embedding and head (2 x 152,064 x 8,192) two bytes.
+    assert int(l40s["weights_bytes"]) == 72_706_203_648 + 2 * 152_064 * 8_192 == 75_197_620_224
 
 
 def test_a_band_names_its_regime_as_people_read_it(fleet, member_page):
@@ -701,7 +722,7 @@ def test_a_preview_posts_a_config_json_too_long_for_an_address(fleet, member):
     than gunicorn takes (4,094 bytes) and the results silently stayed. Posted with the page's
     CSRF header it is sized, and the address is left as it was (a pasted config makes no
     address). As a GET its request line would be 8,999 bytes."""
-    from sizing_support import DEEPSEEK_V3_PARAMS, deepseek_v3_config_text
+    from sizing_support import DEEPSEEK_V3_LAYER_PARAMS, deepseek_v3_config_text
 
     client, token = _csrf_client(member)
     inputs = {**QWEN_72B, "model": "custom", "custom_model.config": deepseek_v3_config_text()}
@@ -713,7 +734,7 @@ def test_a_preview_posts_a_config_json_too_long_for_an_address(fleet, member):
     assert response.status_code == 200
     assert html.lstrip().startswith('<div id="results">') and "<html" not in html
     assert "Fix these inputs" not in html
-    assert f"{DEEPSEEK_V3_PARAMS} parameters" in html
+    assert f"{DEEPSEEK_V3_LAYER_PARAMS} layer parameters" in html
     assert response["HX-Push-Url"] == "false"
     assert 'id="config-not-in-address"' in html
     assert "HX-Request" in response["Vary"]

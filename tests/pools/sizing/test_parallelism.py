@@ -226,9 +226,11 @@ def test_dp_attention_splits_the_experts_and_replicates_attention_per_rank():
     = 16 experts of each of the 58 MoE layers at 1 byte a weight, 58 x 256 x 3 x 7,168 x 2,048
     / 16 = 40,869,298,176 B, and the rest of the model - attention, 3 dense layers, shared
     experts, embeddings and head - whole (671,026,404,352 - 653,908,770,816 = 17,117,633,536
-    B). Its KV cache holds only its own sequences, each 61 layers x (512 + 64) x 1 B x 2,000
-    tokens = 70,272,000 B, so 16 ranks x (KV budget // that) sequences fit; without attention
-    DP every card holds every sequence's latent (MLA is not split by TP)."""
+    weights, the 2 x 129,280 x 7,168 = 1,853,358,080 of the embedding and head at 2 bytes, the
+    checkpoint keeps them 16 bit: 18,970,991,616 B). Its KV cache holds only its own
+    sequences, each 61 layers x (512 + 64) x 1 B x 2,000 tokens = 70,272,000 B, so 16 ranks x
+    (KV budget // that) sequences fit; without attention DP every card holds every sequence's
+    latent (MLA is not split by TP)."""
     assert DSV3_ROUTED_PARAMS == 653_908_770_816
     total = model_preset("deepseek_v3").total_params
     gpu = gpu_spec("h200_sxm")
@@ -236,7 +238,9 @@ def test_dp_attention_splits_the_experts_and_replicates_attention_per_rank():
     memory = estimate.memory
 
     assert memory.expert_weights_bytes_per_gpu == 40_869_298_176 == DSV3_ROUTED_PARAMS // 16
-    assert memory.weights_bytes_per_gpu == 40_869_298_176 + (total - DSV3_ROUTED_PARAMS)
+    embedding = 2 * 129_280 * 7_168
+    whole = 40_869_298_176 + (total - DSV3_ROUTED_PARAMS) + embedding
+    assert memory.weights_bytes_per_gpu == whole == 59_840_289_792
     assert memory.kv_bytes_per_sequence_per_gpu == 61 * 576 * 2_000 == 70_272_000
     overhead = 3 * 1024**3 + 392 * 1024**2  # engine overhead + NCCL buffers at TP >= 4
     reserve = int(gpu.memory_bytes * 0.10)
@@ -244,7 +248,7 @@ def test_dp_attention_splits_the_experts_and_replicates_attention_per_rank():
     assert memory.max_sequences == 16 * (budget // 70_272_000)
 
     plain = _dsv3().memory  # EP 16 without attention DP: every card holds 1 / 16 of it all
-    assert plain.weights_bytes_per_gpu == -(-(total * 1) // 16)
+    assert plain.weights_bytes_per_gpu == -(-(total + embedding) // 16)
     plain_budget = gpu.memory_bytes - plain.weights_bytes_per_gpu - overhead - reserve
     assert plain.max_sequences == plain_budget // 70_272_000
     assert memory.max_sequences > 10 * plain.max_sequences

@@ -58,6 +58,8 @@ QWEN_72B = {
 # Qwen2.5-72B's published config (hf.co/Qwen/Qwen2.5-72B-Instruct config.json): 80 layers,
 # 8 KV heads, head dim 8192 / 64 = 128; parameters counted by the dataset's rule.
 QWEN_72B_PARAMS = 72_706_203_648
+#: Input embedding and untied output head: 2 x vocab 152,064 x hidden 8,192 (config.json).
+QWEN_72B_EMBEDDING_PARAMS = 2 * 152_064 * 8_192
 
 
 @pytest.fixture
@@ -86,7 +88,8 @@ def test_qwen_72b_demand_and_memory_are_the_hand_arithmetic(qwen):
     assert demand["equivalent_output_tokens_per_request"] == 700.0  # 200 + 1,000 × 0.5
     assert demand["peak_equivalent_output_tok_s"] == 7000.0
     assert qwen["seed_rule"] == {"per_card_tok_s": 60.0, "equivalent_tok_s": 7000.0, "cards": 117}
-    assert qwen["weights_bytes"] == QWEN_72B_PARAMS  # FP8: one byte per parameter
+    # FP8: one byte per layer weight, two per embedding and head weight (16 bit in the checkpoint).
+    assert qwen["weights_bytes"] == QWEN_72B_PARAMS + QWEN_72B_EMBEDDING_PARAMS
     assert qwen["kv_bytes_per_token"] == 2 * 80 * 8 * 128 * 1  # 163,840 B at FP8
     assert qwen["kv_bytes_per_sequence"] == 163_840 * 1_200
 
@@ -98,7 +101,9 @@ def test_qwen_72b_every_sized_row_covers_the_peak(qwen):
     for row in sized:
         assert row["replicas"] == math.ceil(10.0 / row["replica_requests_per_s"] - 1e-9)
         assert row["cards"] == row["replicas"] * row["tp"]
-        assert row["weights_bytes_per_gpu"] == math.ceil(QWEN_72B_PARAMS / row["tp"])
+        assert row["weights_bytes_per_gpu"] == math.ceil(
+            (QWEN_72B_PARAMS + QWEN_72B_EMBEDDING_PARAMS) / row["tp"]
+        )
         if row["meets_targets"]:
             assert row["tpot_ms"] <= 50 and row["ttft_ms"] <= 2000
 
@@ -121,9 +126,11 @@ def test_qwen_72b_needs_more_l40s_than_are_free_and_the_request_goes_to_a_pool(q
     best = _row(qwen, qwen["recommended"])
     assert best["cards"] == min(r["cards"] for r in qwen["rows"] if r["meets_targets"]) == 2
     assert best["pool"] is None
-    # What the pool offers with the fewest cards, though not free yet: 50 A100 PCIe.
+    # What the pool offers with the fewest cards, though not free yet: 44 A100 PCIe (TP 2, FP8
+    # run weight-only: 5 sequences per replica within 50 ms TPOT, 22 replicas for 10 req/s).
     a100 = _row(qwen, "a100_80g_pcie")
-    assert (a100["cards"], a100["free_cards"]) == (50, 8)
+    assert (a100["tp"], a100["batch"], a100["replicas"]) == (2, 5, 22)
+    assert (a100["cards"], a100["free_cards"]) == (44, 8)
     # ... but the pool holds only 8 (usable), and a request for cards may not ask for more than
     # a pool can hold: the estimate ends in a request for capacity to add, for the cheapest
     # option, in no pool (none has the model), and says what it lacks.
