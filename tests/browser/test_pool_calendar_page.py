@@ -46,6 +46,15 @@ def test_week_view_fits_and_moves(page, live_server, django_user_model, width):
     for header in ("Day", "Free cards"):
         box = page.get_by_role("columnheader", name=header, exact=True).first.bounding_box()
         assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1
+    # The holdings keep when they start and end in view on a phone too (they folded behind
+    # "Show all 6 columns": a calendar's holds without their times).
+    hold = page.locator("#calendar-holds tbody tr").first
+    assert hold.locator("td").nth(4).inner_text() == "Tue 19 Jan 10:00"
+    for cell in (hold.locator("td").nth(4), hold.locator("td").nth(5)):
+        expect(cell).to_be_visible()
+        box = cell.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= width + 1
+    assert hold.locator("td").nth(5).inner_text() == "Tue 19 Jan 14:00"
 
     page.get_by_role("button", name="2027-W04 →").click()
     page.wait_for_url("**week=2027-W04")
