@@ -6,7 +6,8 @@ checks a JSON object or the page's form against it and returns the inputs comple
 :class:`InvalidInput` naming every field at fault at once (one message per field; nested
 fields as ``custom_model.<name>`` and ``prices.<slug>``). What only the model can tell (a
 consistent custom architecture, the context within the model's maximum, a sane peak) is
-checked after the fields, by the same arithmetic the plan uses.
+checked by the same arithmetic the plan uses, in the same answer: each such check as soon as
+the inputs it reads have passed, so one request is told every fault at once.
 
 Numbers may be JSON numbers or numeric strings (``"1,000"`` reads 1000); a blank string is "not
 given" (the default), except for the latency targets, where blank means "not checked".
@@ -396,13 +397,14 @@ class CardHourPrices(Input):
 
 @dataclass(frozen=True, kw_only=True)
 class Group(Input):
-    """An object of inputs ``parts``, then ``check`` on the clean object (``{part: message}``
-    of what only the whole can tell; empty when sound); ``message`` when it is no object.
+    """An object of inputs ``parts``, then ``check(clean, refused)`` on the parts that passed
+    (``refused``: the names of those that did not), ``{part: message}`` of what only the whole
+    can tell, empty when sound; both in one refusal. ``message`` when it is no object.
     ``name`` and ``description``: for the schema (``CustomModel``)."""
 
     name: str
     parts: Mapping[str, Input]
-    check: Callable[[dict[str, Any]], dict[str, str]]
+    check: Callable[[dict[str, Any], frozenset[str]], dict[str, str]]
     message: str
     description: str = ""
 
@@ -410,7 +412,8 @@ class Group(Input):
         if not isinstance(value, Mapping):
             raise FieldError({"": self.message})
         clean, errors = check_inputs(self.parts, value, known)
-        errors = errors or self.check(clean)
+        for part, message in self.check(clean, frozenset(errors)).items():
+            errors.setdefault(part, message)
         if errors:
             raise FieldError(errors)
         return clean
@@ -452,14 +455,15 @@ def _custom_model_name(value: str) -> str:
     return (value or "Custom model").strip()[:80] or "Custom model"
 
 
-def _custom_model_check(clean: dict[str, Any]) -> dict[str, str]:
-    """Without a config.json, the fields :data:`REQUIRED_ARCH_FIELDS` must be given."""
-    if clean.get("config") is not None:
+def _custom_model_check(clean: dict[str, Any], refused: frozenset[str]) -> dict[str, str]:
+    """Without a config.json, the fields :data:`REQUIRED_ARCH_FIELDS` must be given (a field
+    already refused, or a config.json refused, is not also "missing")."""
+    if clean.get("config") is not None or "config" in refused:
         return {}
     return {
         name: "Required for a custom architecture (or give its config.json)."
         for name in REQUIRED_ARCH_FIELDS
-        if clean.get(name) is None
+        if name not in refused and clean.get(name) is None
     }
 
 
@@ -651,45 +655,84 @@ def _figure(data: Mapping[str, Any]) -> str | None:
     return DEMAND_FIGURES.get(kind) if isinstance(kind, str) else None
 
 
-def _whole_errors(clean: Mapping[str, Any]) -> dict[str, str]:
-    """What only the model and the arithmetic can tell about inputs whose every field passed: a
-    consistent architecture, the context within the model's maximum, a parallel layout that
-    divides, a sane speculation and traffic. The first of these at fault, as ``{field:
-    message}``; empty when sound."""
-    try:
-        model = model_arch(clean)
-    except SizingInputError as exc:
-        errors = exc.data.get("errors") or {exc.data.get("field"): exc.message}
-        return {
-            f"custom_model.{field}" if field else "custom_model": message
-            for field, message in errors.items()
-        }
-    try:
-        visual = visual_of(clean, model)
-    except SizingInputError as exc:
-        return {exc.data.get("field") or "images_per_request": exc.message}
-    context = clean["input_len"] + clean["output_len"] + (visual.tokens if visual else 0)
-    if context > model.max_context_tokens:
-        seen = f" (with {visual.tokens:,} visual tokens)" if visual else ""
-        return {
-            "input_len": f"Input + output = {context:,} tokens{seen} exceeds "
-            f"{model.name}'s maximum context of {model.max_context_tokens:,}."
-        }
-    layout = _layout_errors(model, clean)
-    if layout:
-        return layout
-    try:
-        speculation_of(clean, model)
-    except SizingInputError as exc:
-        return {exc.data.get("field") or "speculative_draft_tokens": exc.message}
-    try:
-        demand_of(clean)
-    except SizingInputError as exc:
-        field = exc.data.get("field") or "demand_kind"
-        if field == "requests_per_day" and clean["demand_kind"] == "output_rate":
-            field = "output_tok_s"  # the core names the traffic field for any absurd peak
-        return {field: exc.message}
-    return {}
+#: The inputs each check of the whole reads besides the model (``model``, ``custom_model``).
+CONTEXT_INPUTS = ("input_len", "output_len")
+LAYOUT_INPUTS = ("tp", "pp", "ep", "dp_attention")
+DEMAND_INPUTS = (
+    "input_len",
+    "output_len",
+    "input_weight",
+    "prompt_cache_hit_rate",
+    "demand_kind",
+    *DEMAND_FIGURES.values(),
+    "peak_share",
+    "peak_hours",
+)
+
+
+def _whole_errors(clean: Mapping[str, Any], refused: frozenset[str]) -> dict[str, str]:
+    """What only the model and the arithmetic can tell about the inputs: a consistent
+    architecture, images for a model that sees them, the context within the model's maximum, a
+    parallel layout that divides, a sane speculation and traffic. Each check runs when every
+    input it reads passed (``refused``: the inputs already at fault; ``clean``: those that
+    passed) - a check that needs the model, when the model is known - so one answer names every
+    fault the inputs show: ``{field: message}``, empty when sound."""
+
+    def passed(*names: str) -> bool:
+        return refused.isdisjoint(names)
+
+    errors: dict[str, str] = {}
+    if passed("model", "custom_model"):
+        try:
+            model = model_arch(clean)
+        except SizingInputError as exc:
+            found = exc.data.get("errors") or {exc.data.get("field"): exc.message}
+            errors.update(
+                (f"custom_model.{field}" if field else "custom_model", message)
+                for field, message in found.items()
+            )
+        else:
+            errors.update(_model_errors(model, clean, passed))
+    if passed(*DEMAND_INPUTS):
+        try:
+            demand_of(clean)
+        except SizingInputError as exc:
+            field = exc.data.get("field") or "demand_kind"
+            if field == "requests_per_day" and clean["demand_kind"] == "output_rate":
+                field = "output_tok_s"  # the core names the traffic field for any absurd peak
+            errors.setdefault(field, exc.message)
+    return errors
+
+
+def _model_errors(
+    model: ModelArch, clean: Mapping[str, Any], passed: Callable[..., bool]
+) -> dict[str, str]:
+    """The checks of :func:`_whole_errors` that need the model: the visual load, the context,
+    the layout and the speculation, each when ``passed(*its inputs)``."""
+    errors: dict[str, str] = {}
+    visual, seen = None, passed(*MULTIMODAL_DEFAULTS)
+    if seen:
+        try:
+            visual = visual_of(clean, model)
+        except SizingInputError as exc:
+            errors[exc.data.get("field") or "images_per_request"] = exc.message
+            seen = False
+    if seen and passed(*CONTEXT_INPUTS):
+        context = clean["input_len"] + clean["output_len"] + (visual.tokens if visual else 0)
+        if context > model.max_context_tokens:
+            with_visual = f" (with {visual.tokens:,} visual tokens)" if visual else ""
+            errors["input_len"] = (
+                f"Input + output = {context:,} tokens{with_visual} exceeds "
+                f"{model.name}'s maximum context of {model.max_context_tokens:,}."
+            )
+    if passed(*LAYOUT_INPUTS):
+        errors.update(_layout_errors(model, clean))
+    if passed(*SPECULATION_INPUTS):
+        try:
+            speculation_of(clean, model)
+        except SizingInputError as exc:
+            errors[exc.data.get("field") or "speculative_draft_tokens"] = exc.message
+    return errors
 
 
 def _layout_errors(model: ModelArch, attrs: Mapping[str, Any]) -> dict[str, str]:
@@ -768,8 +811,9 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
     both reach it through the service, so they refuse the same input with the same words.
 
     Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
-    fault (custom fields as ``custom_model.<name>``, prices as ``prices.<slug>``); what only
-    the whole can tell (:func:`_whole_errors`) once every field has passed.
+    fault in one answer (custom fields as ``custom_model.<name>``, prices as
+    ``prices.<slug>``): the fields' own faults and, beside them, what only the whole can tell
+    (:func:`_whole_errors`) of the inputs that passed.
     """
     if not isinstance(raw, Mapping):
         raise InvalidInput("The estimate's inputs must be a JSON object.", errors={})
@@ -781,9 +825,12 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
     if data.get("model") == "custom" and data.get("custom_model") is None:
         missing["custom_model"] = CUSTOM_MODEL_MISSING
     clean, errors = check_inputs(INPUTS, data, Known())
-    errors = {**missing, **errors} or _whole_errors(clean)
+    refused = frozenset(missing) | frozenset(errors)  # a group's name for any of its parts
+    errors = _flat({**missing, **errors})
+    for field, message in _whole_errors(clean, refused).items():
+        errors.setdefault(field, message)
     if errors:
-        raise InvalidInput("The estimate has invalid inputs.", errors=_flat(errors))
+        raise InvalidInput("The estimate has invalid inputs.", errors=errors)
     for other in set(DEMAND_FIGURES.values()) - {DEMAND_FIGURES[clean["demand_kind"]]}:
         clean[other] = None
     return clean

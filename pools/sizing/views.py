@@ -22,6 +22,7 @@ from pools.sizing import services as sizing_services
 from pools.sizing.engines import ENGINE_PROFILES
 from pools.sizing.filtersets import SizingEstimateFilterSet
 from pools.sizing.gpus import NVLINK_DOMAIN_GPUS
+from pools.sizing.labels import CUSTOM_LABELS, FIELD_LABELS, page_message
 from pools.sizing.presets import model_presets
 from pools.tenancy import selectors as tenancy_selectors
 from pools.web.numbers import grouped
@@ -63,76 +64,6 @@ SCALAR_INPUTS = (
     "video_fps",
     "seed_per_card_tok_s",
 )
-
-CUSTOM_LABELS = {
-    "num_layers": "Layers",
-    "hidden_size": "Hidden size",
-    "num_attention_heads": "Attention heads",
-    "num_kv_heads": "KV heads",
-    "head_dim": "Head dim",
-    "intermediate_size": "MLP intermediate size",
-    "vocab_size": "Vocabulary",
-    "max_context_tokens": "Max context (tokens)",
-    "total_params": "Total parameters (blank: counted)",
-    "active_params": "Active parameters (blank: counted)",
-    "num_experts": "Routed experts (MoE only)",
-    "experts_per_token": "Experts per token (MoE)",
-    "num_shared_experts": "Shared experts (MoE)",
-    "first_k_dense_layers": "First dense layers (MoE)",
-    "dense_intermediate_size": "Dense layers' MLP size (MoE)",
-    "kv_lora_rank": "KV latent rank (MLA)",
-    "qk_rope_head_dim": "RoPE key dim (MLA)",
-    "sliding_window_tokens": "Sliding window (tokens)",
-    "sliding_window_layers": "Layers that slide (blank: all)",
-    "config": "config.json",
-}
-
-FIELD_LABELS = {
-    "model": "Model",
-    "custom_model": "Custom architecture",
-    "precision": "Weights",
-    "kv_cache_dtype": "KV cache",
-    "engine": "Engine",
-    "input_len": "Input tokens",
-    "output_len": "Output tokens",
-    "demand_kind": "Load",
-    "output_tok_s": "Peak output tokens / s",
-    "requests_per_day": "Requests / day",
-    "peak_share": "Share in the peak",
-    "peak_hours": "Peak length",
-    "concurrency": "Sequences in flight",
-    "prompt_cache_hit_rate": "Prompt-cache hit rate",
-    "input_weight": "Input-token weight",
-    "tpot_target_ms": "TPOT target",
-    "ttft_target_ms": "TTFT target",
-    "sized_share": "Size for this share of the peak",
-    "buffer_share": "Buffer on top",
-    "tp": "Tensor parallel (TP)",
-    "pp": "Pipeline stages (PP)",
-    "ep": "Expert parallel (EP)",
-    "dp_attention": "Attention data parallel (DP)",
-    "nic_gbps": "NIC per card",
-    "speculative_draft_tokens": "Draft tokens per pass",
-    "speculative_acceptance_rate": "Acceptance rate",
-    "speculative_draft_cost_ratio": "Draft cost ratio",
-    "speculative_draft_model": "Draft model",
-    "images_per_request": "Images per request",
-    "image_width_px": "Image width",
-    "image_height_px": "Image height",
-    "video_seconds_per_request": "Video seconds per request",
-    "video_fps": "Video frames per second",
-    "seed_per_card_tok_s": "Seed's per-card tok/s",
-    "gpu_models": "GPU models",
-    "prices": "Prices",
-}
-
-# Service messages that name the API's values, as the page's users read them: a load kind
-# edited into an address is refused by the labels of the page's Load buttons.
-PAGE_MESSAGES = {
-    sizing_inputs.DEMAND_KIND_REFUSED: "Choose one of the loads the form offers: "
-    + "; ".join(sizing_inputs.DEMAND_KINDS.values())
-    + ".",
-}
 
 ROW_COLUMNS = [
     Column("gpu_model", lambda r: r["gpu_model"]),
@@ -215,7 +146,7 @@ def _error_items(errors: dict[str, str], form: dict | None = None) -> list[dict[
             label = f"Price per card-hour of {tail}"
         else:
             label = FIELD_LABELS.get(field, field)
-        message = PAGE_MESSAGES.get(message, message)
+        message = page_message(message, field)
         items.append({"field": field, "label": label, "message": message, "_at": order.get(head)})
     items.sort(key=lambda item: len(order) if item["_at"] is None else item["_at"])
     return items

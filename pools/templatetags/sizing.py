@@ -5,6 +5,7 @@ from decimal import Decimal
 
 from django import template
 
+from pools.sizing.labels import page_message
 from pools.web.numbers import grouped
 
 register = template.Library()
@@ -90,3 +91,10 @@ CSV and the badge's ``data-code``)."""
 def warning_label(code: str) -> str:
     """``"no_nvlink_tp"`` -> ``"TP without NVLink"``; an unlisted code reads with spaces."""
     return WARNING_LABELS.get(code, code.replace("_", " "))
+
+
+@register.filter
+def page_words(message: str) -> str:
+    """A service's message as the page words it: input names as the form labels them
+    (:func:`pools.sizing.labels.page_message`; ``nic_gbps`` -> "NIC per card")."""
+    return page_message(message) if isinstance(message, str) else message

@@ -420,3 +420,134 @@ def test_a_gpu_name_that_matches_nothing_is_still_unknown(fleet, member, api_as)
     response = api_as(member).post(URL, body, format="json")
 
     assert response.json()["errors"]["gpu_models"] == ["Unknown GPU models: NVIDIA H999."]
+
+
+# A custom architecture typed field by field with three contradictions: 10 experts per token of
+# 8 experts, 5 KV heads for 32 attention heads, 1,000 total parameters below 2,000 active.
+CONTRADICTORY_CUSTOM = {
+    "num_layers": 32,
+    "hidden_size": 4096,
+    "num_attention_heads": 32,
+    "num_kv_heads": 5,
+    "head_dim": 128,
+    "intermediate_size": 14336,
+    "vocab_size": 128256,
+    "max_context_tokens": 8192,
+    "total_params": 1000,
+    "active_params": 2000,
+    "num_experts": 8,
+    "experts_per_token": 10,
+}
+
+
+def _without(body: dict, *keys: str) -> dict:
+    return {key: value for key, value in body.items() if key not in keys}
+
+
+def test_plain_and_custom_model_errors_are_answered_in_one_400(
+    fleet, member, api_as, django_capture_on_commit_callbacks
+):
+    """Issue 34: bad input "is refused field by field". The custom architecture's
+    contradictions were answered only once the plain fields were fixed (a second 400 for the
+    same request): one answer names every field at fault, each under its own name."""
+    body = {
+        **_without(QWEN_72B, "output_tok_s"),  # the peak left out
+        "input_len": "many",
+        "model": "custom",
+        "custom_model": CONTRADICTORY_CUSTOM,
+    }
+
+    response, callbacks = _create(api_as(member), body, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    assert response.json()["errors"] == {
+        "input_len": ["Enter a whole number."],
+        "output_tok_s": ["This field is required."],
+        "custom_model.experts_per_token": ["10 experts per token is more than the 8 experts."],
+        "custom_model.num_kv_heads": ["5 KV heads do not divide the 32 attention heads evenly."],
+        "custom_model.total_params": ["The total (1,000) is below the active parameters (2,000)."],
+    }
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+    assert callbacks == []
+
+
+def test_a_pasted_config_jsons_contradictions_come_with_the_plain_fields_errors(
+    fleet, member, api_as, django_capture_on_commit_callbacks
+):
+    """Qwen3-30B-A3B's config.json (32 attention heads, 128 experts) edited to 200 experts per
+    token and 5 KV heads, sent with a peak of -5 tok/s: the three refusals in one answer."""
+    config = {**QWEN3_30B_A3B_CONFIG, "num_experts_per_tok": 200, "num_key_value_heads": 5}
+    body = {
+        **QWEN_72B,
+        "output_tok_s": -5,
+        "model": "custom",
+        "custom_model": {"config": json.dumps(config)},
+    }
+
+    response, callbacks = _create(api_as(member), body, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "output_tok_s": ["Must be in (0, 1e+12]."],
+        "custom_model.experts_per_token": ["200 experts per token is more than the 128 experts."],
+        "custom_model.num_kv_heads": ["5 KV heads do not divide the 32 attention heads evenly."],
+    }
+    assert not SizingEstimate.objects.exists() and callbacks == []
+
+
+def test_every_check_of_the_whole_answers_at_once(fleet, member, api_as):
+    """Qwen2.5-72B (dense, 64 heads, 32,768 tokens of context): 40,000 + 200 tokens, TP 3 and
+    EP 2 are three faults the model tells; the first alone was answered."""
+    body = {**QWEN_72B, "input_len": 40_000, "tp": 3, "ep": 2}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "input_len": [
+            "Input + output = 40,200 tokens exceeds Qwen2.5-72B's maximum context of 32,768."
+        ],
+        "tp": ["TP 3 does not divide Qwen2.5-72B's 64 heads."],
+        "ep": ["Expert parallelism needs a mixture of experts; Qwen2.5-72B is dense."],
+    }
+    assert not SizingEstimate.objects.exists()
+
+
+def test_a_custom_fields_bad_value_and_the_missing_required_ones_come_together(
+    fleet, member, api_as
+):
+    """Without a config.json the first eight fields are required: a bad layer count hid that
+    the other seven were missing."""
+    body = {**QWEN_72B, "model": "custom", "custom_model": {"num_layers": "many"}}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    required = ["Required for a custom architecture (or give its config.json)."]
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "custom_model.num_layers": ["Enter a whole number."],
+        "custom_model.hidden_size": required,
+        "custom_model.num_attention_heads": required,
+        "custom_model.num_kv_heads": required,
+        "custom_model.head_dim": required,
+        "custom_model.intermediate_size": required,
+        "custom_model.vocab_size": required,
+        "custom_model.max_context_tokens": required,
+    }
+    assert not SizingEstimate.objects.exists()
+
+
+def test_the_api_names_inputs_by_their_field_names_in_its_messages(fleet, member, api_as):
+    """The page words a message with the form's labels; the API keeps its own names, in the
+    errors' keys and in the message."""
+    body = {**QWEN_72B, "speculative_draft_tokens": 4, "speculative_acceptance_rate": 0.7}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.json()["errors"] == {
+        "speculative_draft_cost_ratio": [
+            "speculative decoding needs the draft tokens, the acceptance rate and the draft's "
+            "cost ratio (or draft model) together; speculative_draft_cost_ratio is missing"
+        ]
+    }

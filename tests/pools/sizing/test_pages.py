@@ -877,3 +877,130 @@ def test_no_free_fit_suggests_only_what_the_run_does_not_use_yet(
 
     assert "No GPU model with enough free cards in an inference pool" in html
     assert advice in " ".join(html.split())
+
+
+# A custom architecture typed on the form with three contradictions: 10 experts per token of 8
+# experts, 5 KV heads for 32 attention heads, 1,000 total parameters below 2,000 active.
+CONTRADICTORY_CUSTOM_FORM = {
+    "model": "custom",
+    "custom_model.num_layers": "32",
+    "custom_model.hidden_size": "4096",
+    "custom_model.num_attention_heads": "32",
+    "custom_model.num_kv_heads": "5",
+    "custom_model.head_dim": "128",
+    "custom_model.intermediate_size": "14336",
+    "custom_model.vocab_size": "128256",
+    "custom_model.max_context_tokens": "8192",
+    "custom_model.total_params": "1000",
+    "custom_model.active_params": "2000",
+    "custom_model.num_experts": "8",
+    "custom_model.experts_per_token": "10",
+}
+# The "Fix these inputs" list for it with the input tokens "many" and the peak left blank, as
+# the fragment writes it: the form's order, each field labelled as the form labels it.
+ALL_AT_ONCE = [
+    '<li data-field="custom_model.total_params"><strong>Total parameters (blank: counted) '
+    "(custom architecture)</strong>: The total (1,000) is below the active parameters "
+    "(2,000).</li>",
+    '<li data-field="custom_model.num_kv_heads"><strong>KV heads (custom architecture)</strong>: '
+    "5 KV heads do not divide the 32 attention heads evenly.</li>",
+    '<li data-field="custom_model.experts_per_token"><strong>Experts per token (MoE) (custom '
+    "architecture)</strong>: 10 experts per token is more than the 8 experts.</li>",
+    '<li data-field="input_len"><strong>Input tokens</strong>: Enter a whole number.</li>',
+    '<li data-field="output_tok_s"><strong>Peak output tokens / s</strong>: This field is '
+    "required.</li>",
+]
+
+
+def _error_list(html: str) -> list[str]:
+    found = re.search(r'<ul class="errorlist">(.*?)</ul>', html, re.S)
+    assert found, "no error list"
+    return re.findall(r"<li .*?</li>", found.group(1), re.S)
+
+
+def test_the_fragment_lists_plain_and_custom_model_errors_at_once(fleet, member_page):
+    """Issue 34: bad input "is refused field by field". The custom architecture's
+    contradictions showed only once the plain fields were fixed."""
+    fields = {**QWEN_72B, **CONTRADICTORY_CUSTOM_FORM, "input_len": "many", "output_tok_s": ""}
+
+    html = _htmx(member_page, "/sizing/", fields, method="post").content.decode()
+
+    assert "Fix these inputs" in html
+    assert sorted(_error_list(html)) == sorted(ALL_AT_ONCE)
+
+
+def test_saving_lists_every_error_at_once_and_writes_nothing(fleet, alice_page):
+    fields = {**QWEN_72B, **CONTRADICTORY_CUSTOM_FORM, "input_len": "many", "output_tok_s": ""}
+
+    response = _htmx(alice_page, "/sizing/save/", fields, method="post")
+
+    assert response.status_code == 200
+    assert sorted(_error_list(response.content.decode())) == sorted(ALL_AT_ONCE)
+    assert not SizingEstimate.objects.exists()
+
+
+def test_an_error_names_the_inputs_it_mentions_as_the_form_labels_them(fleet, member_page):
+    """The core's messages name inputs by the API's names ("speculative_draft_cost_ratio is
+    missing"); on the page they read as the form's labels, the ``data-field`` keeps the name."""
+    speculation = {
+        **QWEN_72B,
+        "speculative_draft_tokens": "4",
+        "speculative_acceptance_rate": "0.7",
+    }
+    mla = {
+        **QWEN_72B,
+        **{k: v for k, v in CONTRADICTORY_CUSTOM_FORM.items() if "expert" not in k},
+        "custom_model.num_kv_heads": "8",
+        "custom_model.total_params": "",
+        "custom_model.active_params": "",
+        "custom_model.kv_lora_rank": "512",
+    }
+
+    drafted = _htmx(member_page, "/sizing/", speculation).content.decode()
+    latent = _htmx(member_page, "/sizing/", mla).content.decode()
+
+    assert _error_list(drafted) == [
+        '<li data-field="speculative_draft_cost_ratio"><strong>Draft cost ratio</strong>: '
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft&#x27;s "
+        "cost ratio (or draft model) together; Draft cost ratio is missing</li>"
+    ]
+    assert _error_list(latent) == [
+        '<li data-field="custom_model.qk_rope_head_dim"><strong>RoPE key dim (MLA) (custom '
+        "architecture)</strong>: Latent attention (MLA) needs both KV latent rank and RoPE key "
+        "dim.</li>"
+    ]
+
+
+def test_a_refused_layout_names_the_nic_as_the_form_does(fleet, member_page):
+    """Qwen2.5-72B at TP 8 x PP 2 on H100 SXM (8 cards a node) without a NIC rate: the row's
+    refusal asked for "nic_gbps", a name the form does not show (its label: "NIC per card
+    (Gb/s)"). The CSV keeps the core's words, as the API does."""
+    fields = {**QWEN_72B, "tp": "8", "pp": "2", "nic_gbps": "", "gpu_models": "h100_sxm"}
+
+    html = _htmx(member_page, "/sizing/", fields).content.decode()
+    export = member_page.get("/sizing/?" + urlencode({**fields, "export": "csv"}))
+    [row] = list(csv.DictReader(io.StringIO(b"".join(export.streaming_content).decode())))
+
+    assert (
+        "TP 8 x PP 2 spans more than one 8-card node of H100 SXM5 80GB: give the NIC rate per "
+        "card (NIC per card, Gb/s) that carries the pipeline between nodes" in html
+    )
+    assert "nic_gbps" not in re.sub(r"<[^>]*>", "", html)  # the text; the links' queries keep it
+    assert 'title="TP 8 x PP 2 spans more than one 8-card node' in html  # the badge's tooltip
+    assert row["warnings"] == (
+        "tp 8 x pp 2 spans more than one 8-card node of H100 SXM5 80GB: give the NIC rate per "
+        "card (nic_gbps, Gb/s) that carries the pipeline between nodes"
+    )
+
+
+def test_a_failed_estimates_reason_names_inputs_as_the_form_does(fleet, team_member, alice_page):
+    estimate = SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean(QWEN_72B),
+        created_by=team_member,
+        status="failed",
+        error="nic_gbps must be a positive number of Gb/s, got 0",
+    )
+
+    html = alice_page.get(f"/sizing/estimates/{estimate.pk}/").content.decode()
+
+    assert "The estimate failed.</strong> NIC per card must be a positive number of Gb/s" in html

@@ -622,7 +622,17 @@ def test_absent_targets_take_the_defaults_and_null_targets_are_not_checked(fleet
         ({"prices": {"l40s": -1, "z1": 1, "z2": 2}},
          {"prices": "Unknown GPU model 'z1' in prices.",
           "prices.l40s": "A price per card-hour is 0 to 100,000."}),
+        # a bad layer count and, in the same answer, the seven other required fields missing
         ({"model": "custom", "custom_model": {"num_layers": "x"}},
+         {"custom_model.num_layers": "Enter a whole number.",
+          **dict.fromkeys(
+              ("custom_model.hidden_size", "custom_model.num_attention_heads",
+               "custom_model.num_kv_heads", "custom_model.head_dim",
+               "custom_model.intermediate_size", "custom_model.vocab_size",
+               "custom_model.max_context_tokens"),
+              "Required for a custom architecture (or give its config.json).")}),
+        ({"model": "custom", "custom_model": {"config": {"num_hidden_layers": 2},
+                                              "num_layers": "x"}},
          {"custom_model.num_layers": "Enter a whole number."}),
     ],
 )  # fmt: skip
