@@ -62,7 +62,7 @@ FIELD_LABELS = {
     "buffer_share": "Buffer on top",
     "tp": "Tensor parallel (TP)",
     "pp": "Pipeline stages (PP)",
-    "ep": "Expert parallel (EP)",
+    "ep": "Expert parallel (EP, MoE)",
     "dp_attention": "Attention data parallel (DP)",
     "nic_gbps": "NIC per card",
     "speculative_draft_tokens": "Draft tokens per pass",
@@ -74,7 +74,7 @@ FIELD_LABELS = {
     "image_height_px": "Image height",
     "video_seconds_per_request": "Video seconds per request",
     "video_fps": "Video frames per second",
-    "seed_per_card_tok_s": "Seed's per-card tok/s",
+    "seed_per_card_tok_s": "Per-card output tok/s (the seed's rule of thumb)",
     "gpu_models": "GPU models",
     "prices": "Prices",
 }
