@@ -386,10 +386,12 @@ def test_images_per_request_add_visual_tokens_in_place(signed_in, live_server, w
 
 @pytest.mark.parametrize("width", [1366, 390])
 def test_attention_data_parallel_keeps_attention_per_rank_in_place(signed_in, live_server, width):
-    """Issue 34: DeepSeek-V3 FP8 on 16 H200 at EP 16 holds 671,026,404,352 B / 16 = 41.9 GB of
-    weights per card; with 16 attention DP ranks each card keeps its 16 experts of each MoE
-    layer (40.9 GB) and a whole copy of the rest (17.1 GB): 58.0 GB, updated in place. A
-    dense model refuses attention DP with a field error."""
+    """Issue 34: DeepSeek-V3 FP8 on 16 H200 at EP 16 holds (671,026,404,352 + 1,853,358,080) B
+    / 16 = 42.1 GB of weights per card (the embedding and head, 2 x 129,280 x 7,168 weights,
+    stay 16 bit in the checkpoint: a second byte each); with 16 attention DP ranks each card
+    keeps its 16 experts of each MoE layer (40.9 GB) and a whole copy of the rest (17.1 GB + the
+    heads' second bytes 1.9 GB = 19.0 GB): 59.8 GB, updated in place. A dense model refuses
+    attention DP with a field error."""
     import os
     from pathlib import Path
 
@@ -403,11 +405,11 @@ def test_attention_data_parallel_keeps_attention_per_rank_in_place(signed_in, li
     )
     page.evaluate("window.__sameDocument = true")
     weights = page.locator("tr[data-gpu=h200_sxm] td").nth(4)
-    expect(weights).to_have_text("41.9")
+    expect(weights).to_have_text("42.1")
 
     page.fill("input[name=dp_attention]", "16")
     page.locator("input[name=dp_attention]").dispatch_event("change")
-    expect(weights).to_have_text("58.0")
+    expect(weights).to_have_text("59.8")
     expect(page.locator("tr[data-gpu=h200_sxm] .dp-cell")).to_have_text("DP 16")
     # MLA keeps one latent and the rotary key per token and layer: 61 x (512 + 64) x 1 B.
     expect(page.get_by_text("61 layers × (512 latent + 64 rotary key)")).to_be_visible()
