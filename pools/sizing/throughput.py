@@ -393,8 +393,7 @@ def routed_expert_bytes(*, model: ModelArch, precision: Precision, tokens: float
     if not model.is_moe:
         return 0.0
     bits = stored_bits_per_weight(precision)
-    share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
-    return model.expert_params * share * bits / 8
+    return model.expert_params * touched_expert_share(model, tokens) * bits / 8
 
 
 def dp_weight_bytes(
@@ -821,8 +820,23 @@ def weight_bytes_read(*, model: ModelArch, weight_bits: int, tokens: float) -> f
     if not model.is_moe:
         return model.total_params * weight_bits / 8
     shared = model.total_params - model.expert_params
-    share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
-    return (shared + model.expert_params * share) * weight_bits / 8
+    return (shared + model.expert_params * touched_expert_share(model, tokens)) * weight_bits / 8
+
+
+def touched_expert_share(model: ModelArch, tokens: float) -> float:
+    """The expected share of a mixture of experts' routed experts that ``tokens`` tokens route
+    to, 1 - (1 - k / E)^max(tokens, 1) (:func:`weight_bytes_read` says why)."""
+    return 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
+
+
+def touched_layer_params(model: ModelArch, tokens: float) -> float:
+    """Decoder-layer parameters a pass over ``tokens`` tokens reads: all but the embedding and
+    head, the routed experts by :func:`touched_expert_share`."""
+    layer_params = model.total_params - embedding_params(model)
+    if not model.is_moe:
+        return float(layer_params)
+    shared = layer_params - model.expert_params
+    return shared + model.expert_params * touched_expert_share(model, tokens)
 
 
 def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float) -> float:
@@ -838,11 +852,7 @@ def decode_weight_bytes(*, model: ModelArch, precision: Precision, tokens: float
     """
     table = model.vocab_size * model.hidden_size
     bits = stored_bits_per_weight(precision)
-    layer_params = model.total_params - embedding_params(model)
-    if model.is_moe:
-        shared = layer_params - model.expert_params
-        share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
-        layer_params = shared + model.expert_params * share
+    layer_params = touched_layer_params(model, tokens)
     head_bits = LM_HEAD_BITS if bits < 16 else bits
     lookup = min(tokens, model.vocab_size) * model.hidden_size * 2
     return layer_params * bits / 8 + table * head_bits / 8 + lookup
@@ -891,12 +901,7 @@ def quantised_linear_params(*, model: ModelArch, precision: Precision, tokens: f
     """
     if not (precision.weight_only and precision.weight_bits == 4):
         return 0.0
-    layer_params = model.total_params - embedding_params(model)
-    if model.is_moe:
-        shared = layer_params - model.expert_params
-        share = 1 - (1 - model.experts_per_token / model.num_experts) ** max(tokens, 1.0)
-        layer_params = shared + model.expert_params * share
-    return float(layer_params)
+    return touched_layer_params(model, tokens)
 
 
 def dequant_seconds(

@@ -342,13 +342,14 @@ def test_a_pending_estimate_polls_until_done(fleet, pending, alice_page):
     assert "Done" in done and REQUEST_LINK in done
 
 
-def test_a_failed_estimate_says_why(fleet, team, team_member, alice_page):
-    estimate = SizingEstimate.objects.create(
-        inputs=sizing_inputs_clean(QWEN_72B),
-        created_by=team_member,
-        status="failed",
-        error="The inputs cannot be estimated: reasons.",
+def _failed_estimate(created_by, error: str) -> SizingEstimate:
+    return SizingEstimate.objects.create(
+        inputs=sizing_inputs_clean(QWEN_72B), created_by=created_by, status="failed", error=error
     )
+
+
+def test_a_failed_estimate_says_why(fleet, team, team_member, alice_page):
+    estimate = _failed_estimate(team_member, "The inputs cannot be estimated: reasons.")
 
     html = alice_page.get(f"/sizing/estimates/{estimate.pk}/").content.decode()
 
@@ -994,12 +995,7 @@ def test_a_refused_layout_names_the_nic_as_the_form_does(fleet, member_page):
 
 
 def test_a_failed_estimates_reason_names_inputs_as_the_form_does(fleet, team_member, alice_page):
-    estimate = SizingEstimate.objects.create(
-        inputs=sizing_inputs_clean(QWEN_72B),
-        created_by=team_member,
-        status="failed",
-        error="nic_gbps must be a positive number of Gb/s, got 0",
-    )
+    estimate = _failed_estimate(team_member, "nic_gbps must be a positive number of Gb/s, got 0")
 
     html = alice_page.get(f"/sizing/estimates/{estimate.pk}/").content.decode()
 
