@@ -383,6 +383,29 @@ def _check_positive(name: str, value: object) -> None:
         )
 
 
+def check_stages(model: ModelArch, pp: int) -> None:
+    """Refuse more pipeline stages ``pp`` than ``model`` has layers: :class:`SizingInputError`
+    ``inconsistent``, field ``pp``."""
+    if pp > model.num_layers:
+        raise SizingInputError(
+            f"pp {pp} exceeds {model.name}'s {model.num_layers} layers",
+            reason="inconsistent",
+            field="pp",
+        )
+
+
+def check_context(model: ModelArch, context_tokens: int) -> None:
+    """Refuse ``context_tokens`` (input + output, visual tokens included) above ``model``'s
+    maximum context: :class:`SizingInputError` ``context_too_long``, field ``input_len``."""
+    if context_tokens > model.max_context_tokens:
+        raise SizingInputError(
+            f"context of {context_tokens:,} tokens exceeds {model.name}'s maximum of "
+            f"{model.max_context_tokens:,}",
+            reason="context_too_long",
+            field="input_len",
+        )
+
+
 def memory_estimate(
     *,
     model: ModelArch,
@@ -449,22 +472,11 @@ def memory_estimate(
     # The cards one attention DP rank spans: attention, dense weights and KV split over them.
     group = tp // dp_attention
     _check_positive("gpu_memory_bytes", gpu_memory_bytes)
-    if pp > model.num_layers:
-        raise SizingInputError(
-            f"pp {pp} exceeds {model.name}'s {model.num_layers} layers",
-            reason="inconsistent",
-            field="pp",
-        )
+    check_stages(model, pp)
     profile = engine_profile(engine)
     if sequences is not None:
         _check_positive("concurrency", sequences)
-    if context_tokens > model.max_context_tokens:
-        raise SizingInputError(
-            f"context of {context_tokens:,} tokens exceeds {model.name}'s maximum of "
-            f"{model.max_context_tokens:,}",
-            reason="context_too_long",
-            field="input_len",
-        )
+    check_context(model, context_tokens)
     weights = checkpoint_bytes(model, precision)
     stage_layers = -(-model.num_layers // pp)
 

@@ -18,6 +18,8 @@ from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec, node_gpus
 from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
+    check_context,
+    check_stages,
     kv_cache_bits,
     kv_cache_dtype_for,
     memory_estimate,
@@ -178,6 +180,29 @@ def _compute_warnings(precision: Precision, gpu: GpuSpec) -> list[SizingWarning]
     ]
 
 
+def _check_gpu_count(count: int, *, tp: int, pp: int) -> None:
+    """Refuse a ``gpu_count`` that is no whole number of replicas of ``tp`` x ``pp`` cards
+    (``inconsistent``, field ``tp``)."""
+    if count % (tp * pp):
+        raise SizingInputError(
+            f"gpu_count {count} is not a multiple of tp x pp = {tp * pp}",
+            reason="inconsistent",
+            field="tp",
+        )
+
+
+def _check_heads(model: ModelArch, *, tp: int, dp: int) -> None:
+    """Refuse a TP group (``tp`` / ``dp`` attention data-parallel ranks) that does not divide
+    ``model``'s attention heads (``inconsistent``, field ``tp``)."""
+    if model.num_attention_heads % (tp // dp):
+        raise SizingInputError(
+            f"tp {tp // dp} does not divide {model.name}'s {model.num_attention_heads} attention "
+            "heads",
+            reason="inconsistent",
+            field="tp",
+        )
+
+
 def _check_parallel_layout(
     *,
     model: ModelArch,
@@ -335,23 +360,12 @@ def estimate_replica(
     _positive_int("pp", pp)
     cards = tp * pp
     count = cards if gpu_count is None else _positive_int("gpu_count", gpu_count)
-    if count % cards:
-        raise SizingInputError(
-            f"gpu_count {count} is not a multiple of tp x pp = {cards}",
-            reason="inconsistent",
-            field="tp",
-        )
+    _check_gpu_count(count, tp=tp, pp=pp)
     _check_parallel_layout(
         model=model, gpu=gpu, tp=tp, pp=pp, ep=ep, nic_gbps=nic_gbps, dp_attention=dp_attention
     )
     dp = dp_attention or 1
-    if model.num_attention_heads % (tp // dp):
-        raise SizingInputError(
-            f"tp {tp // dp} does not divide {model.name}'s {model.num_attention_heads} attention "
-            "heads",
-            reason="inconsistent",
-            field="tp",
-        )
+    _check_heads(model, tp=tp, dp=dp)
     for name, value in (("input_len", input_tokens), ("output_len", output_tokens)):
         _positive_int(name, value)
     if concurrency is not None:
@@ -1113,6 +1127,45 @@ def _target_warnings(
     return warnings
 
 
+class _Faults:
+    """The faults of one request's fields, gathered in the order its checks run so that one
+    :class:`SizingInputError` names them all (issue 34: a bad request "is refused field by
+    field"). The first fault found leads - its ``reason``, ``field``, message and any other
+    data - as it did when it alone refused the request; ``errors`` maps every field at fault
+    to its message (the first for a field refused twice; a fault that names several fields,
+    as ``custom_model.*``, brings its own ``errors``)."""
+
+    def __init__(self) -> None:
+        self.found: list[SizingInputError] = []
+        self.errors: dict[str, str] = {}
+
+    def check(self, check: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        """``check(*args, **kwargs)``, or ``None`` when it raises :class:`SizingInputError`
+        (kept as a fault)."""
+        try:
+            return check(*args, **kwargs)
+        except SizingInputError as exc:
+            self.found.append(exc)
+            named = exc.data.get("errors") or {exc.data.get("field"): exc.message}
+            for field, message in named.items():
+                self.errors.setdefault(field, message)
+            return None
+
+    def refused(self, *fields: str) -> bool:
+        """Whether any of ``fields`` is at fault."""
+        return any(field in self.errors for field in fields)
+
+    def refuse(self) -> None:
+        """Raise the faults found (nothing when none): a lone fault as it was raised, several
+        as one :class:`SizingInputError` led by the first, with ``errors``."""
+        if not self.found:
+            return
+        first = self.found[0]
+        if len(self.found) == 1:
+            raise first
+        raise SizingInputError(first.message, **{**first.data, "errors": dict(self.errors)})
+
+
 #: Fields of an estimate request, as in the measurement rows of the shared sizing dataset.
 REQUEST_FIELDS = (
     "model",
@@ -1169,6 +1222,7 @@ def speculation_from_fields(
     *,
     presets: Mapping[str, ModelArch] | None = None,
     target: ModelArch | None = None,
+    target_refused: bool = False,
 ) -> Speculation | None:
     """The request's speculative decoding: ``speculative_draft_tokens`` (whole, 1 to
     :data:`MAX_DRAFT_TOKENS`), ``speculative_acceptance_rate`` in [0, 1) and
@@ -1176,47 +1230,62 @@ def speculation_from_fields(
     all three or none (``None``). ``speculative_draft_model``: a preset id of ``presets`` for a
     separate draft model (fewer active parameters than the target), whose memory is counted;
     then the cost ratio may be left out (:func:`draft_cost_ratio` against ``target``).
-    Raises :class:`SizingInputError` naming the field at fault."""
-    draft = _draft_model(fields, presets=presets, target=target)
+    ``target_refused``: the request's own model is at fault (:func:`estimate_from_fields`
+    gathering every fault): the fields are checked alone - a draft is not weighed against the
+    model and may stand for the cost ratio - and ``None`` is returned when they pass. Raises
+    :class:`SizingInputError` naming every field at fault (``errors`` when several; the first
+    in the order above leads)."""
+    faults = _Faults()
+    named = fields.get("speculative_draft_model") not in (None, "")
+    draft = faults.check(_draft_model, fields, presets=presets, target=target)
     given = [name for name in SPECULATION_FIELDS if fields.get(name) is not None]
-    if not given and draft is None:
+    if not given and not named:
         return None
-    if draft is not None and target is not None and fields.get(SPECULATION_FIELDS[2]) is None:
+    # A draft's cost ratio follows from it and the target; a refused draft is refused once.
+    if named and (target is not None or target_refused or draft is None):
         given.append(SPECULATION_FIELDS[2])
-    if len(given) < len(SPECULATION_FIELDS):
-        missing = next(name for name in SPECULATION_FIELDS if name not in given)
-        raise SizingInputError(
-            "speculative decoding needs the draft tokens, the acceptance rate and the draft's "
-            f"cost ratio (or draft model) together; {missing} is missing",
-            reason="missing",
-            field=missing,
+    for missing in (name for name in SPECULATION_FIELDS if name not in given):
+        faults.check(_refuse_missing_speculation, missing)
+    gamma = faults.check(_int_field, fields, "speculative_draft_tokens", None)
+    if gamma is not None and gamma > MAX_DRAFT_TOKENS:
+        faults.check(
+            _refuse_out_of_range, "speculative_draft_tokens", gamma, f"at most {MAX_DRAFT_TOKENS}"
         )
-    gamma = _int_field(fields, "speculative_draft_tokens", None)
-    if gamma > MAX_DRAFT_TOKENS:
-        raise SizingInputError(
-            f"speculative_draft_tokens must be at most {MAX_DRAFT_TOKENS}, got {gamma}",
-            reason="out_of_range",
-            field="speculative_draft_tokens",
-        )
-    alpha = fields["speculative_acceptance_rate"]
+    alpha = fields.get("speculative_acceptance_rate")
     cost = fields.get("speculative_draft_cost_ratio")
-    if cost is None:
-        cost = draft_cost_ratio(draft=draft, target=target)
     for name, value, fits, shown in (
         ("speculative_acceptance_rate", alpha, lambda v: 0 <= v < 1, "[0, 1)"),
         ("speculative_draft_cost_ratio", cost, lambda v: 0 <= v <= 1, "[0, 1]"),
     ):
+        if value is None:
+            continue
         if isinstance(value, bool) or not isinstance(value, int | float) or not fits(value):
-            raise SizingInputError(
-                f"{name} must be a number in {shown}, got {value!r}",
-                reason="out_of_range",
-                field=name,
-            )
+            faults.check(_refuse_out_of_range, name, value, f"a number in {shown}")
+    faults.refuse()
+    if target_refused:
+        return None  # checked only: there is no target to speculate for
+    if cost is None:
+        cost = draft_cost_ratio(draft=draft, target=target)
     return Speculation(
         draft_tokens=gamma,
         acceptance_rate=float(alpha),
         draft_cost_ratio=float(cost),
         draft=draft,
+    )
+
+
+def _refuse_missing_speculation(name: str) -> None:
+    raise SizingInputError(
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft's "
+        f"cost ratio (or draft model) together; {name} is missing",
+        reason="missing",
+        field=name,
+    )
+
+
+def _refuse_out_of_range(name: str, value: object, wanted: str) -> None:
+    raise SizingInputError(
+        f"{name} must be {wanted}, got {value!r}", reason="out_of_range", field=name
     )
 
 
@@ -1325,45 +1394,115 @@ def estimate_from_fields(
     command refuses them first: its ``COMMAND_FIELDS``). Raises :class:`SizingInputError` for
     anything it cannot use.
     """
-    model, gpu = _model_and_gpu(fields, presets=presets, gpus=gpus, name_to_slug=name_to_slug)
-    tp = _int_field(fields, "tp", 1)
-    pp = _int_field(fields, "pp", 1)
-    ep = _int_field(fields, "ep", None)
-    dp_attention = _int_field(fields, "dp_attention", None)
-    nic_gbps = _rate_field(fields, "nic_gbps")
-    gpu_count = _int_field(fields, "gpu_count", tp * pp)
-    input_len = _int_field(fields, "input_len", None)
-    output_len = _int_field(fields, "output_len", None)
-    for name, value in (("input_len", input_len), ("output_len", output_len)):
-        if value is None:
-            raise SizingInputError(f"{name} is required", reason="missing", field=name)
-    precision = _str_field(fields, "precision", "FP16")
-    kv_dtype = _str_field(fields, "kv_cache_dtype")
-    profile = engine_profile(_str_field(fields, "engine"), _str_field(fields, "engine_version"))
-    rate = _rate_field(fields, "request_rate")
-    hit_rate = _hit_rate_field(fields)
-    replicas = gpu_count // (tp * pp) if gpu_count % (tp * pp) == 0 else 1
-    visual = visual_load_from_fields(fields, model)
+    if not isinstance(fields, Mapping):
+        raise SizingInputError("each input must be a JSON object", reason="not_an_object")
+    faults = _Faults()
+    model, gpu = _model_and_gpu(
+        fields, faults, presets=presets, gpus=gpus, name_to_slug=name_to_slug
+    )
+    asked = _asked_fields(fields, faults)
+    values = faults.check(_multimodal_values, fields)
+    visual = None if model is None or values is None else faults.check(_visual, values, model)
+    asked["concurrency"] = faults.check(_int_field, fields, "concurrency", None)
+    speculation = faults.check(
+        speculation_from_fields, fields, presets=presets, target=model, target_refused=model is None
+    )
+    visual_tokens = 0 if visual is None else visual.tokens
+    _check_whole(faults, model=model, gpu=gpu, asked=asked, visual_tokens=visual_tokens)
+    faults.refuse()
+    tp, pp, gpu_count, input_len = asked["tp"], asked["pp"], asked["gpu_count"], asked["input_len"]
+    replicas = gpu_count // (tp * pp)
+    rate = asked["request_rate"]
     return estimate_replica(
         model=model,
         gpu=gpu,
-        precision=precision,
-        kv_cache_dtype=kv_dtype,
+        precision=asked["precision"],
+        kv_cache_dtype=asked["kv_cache_dtype"],
         tp=tp,
         gpu_count=gpu_count,
-        input_tokens=input_len + (0 if visual is None else visual.tokens),
-        output_tokens=output_len,
-        concurrency=_int_field(fields, "concurrency", None),
+        input_tokens=input_len + visual_tokens,
+        output_tokens=asked["output_len"],
+        concurrency=asked["concurrency"],
         request_rate=None if rate is None else rate / replicas,
-        engine=with_fitted(profile, (engines or {}).get(profile.name)),
-        cached_input_tokens=min(input_len - 1, round(input_len * hit_rate)),
+        engine=with_fitted(asked["engine"], (engines or {}).get(asked["engine"].name)),
+        cached_input_tokens=min(input_len - 1, round(input_len * asked["prompt_cache_hit_rate"])),
         pp=pp,
-        ep=ep,
-        nic_gbps=nic_gbps,
-        speculation=speculation_from_fields(fields, presets=presets, target=model),
+        ep=asked["ep"],
+        nic_gbps=asked["nic_gbps"],
+        speculation=speculation,
         encoder_flops_per_request=0.0 if visual is None else visual.encoder_flops,
-        dp_attention=dp_attention,
+        dp_attention=asked["dp_attention"],
     )
+
+
+def _asked_fields(fields: Mapping[str, object], faults: _Faults) -> dict[str, Any]:
+    """The request's layout, lengths, precisions, engine and load, each checked on its own
+    (in the order :func:`estimate_from_fields` always checked them; a field at fault is
+    ``None`` and its fault is in ``faults``)."""
+    asked: dict[str, Any] = {}
+    for name, default in (("tp", 1), ("pp", 1), ("ep", None), ("dp_attention", None)):
+        asked[name] = faults.check(_int_field, fields, name, default)
+    asked["nic_gbps"] = faults.check(_rate_field, fields, "nic_gbps")
+    cards = (asked["tp"] or 1) * (asked["pp"] or 1)
+    asked["gpu_count"] = faults.check(_int_field, fields, "gpu_count", cards)
+    for name in ("input_len", "output_len"):
+        asked[name] = faults.check(_int_field, fields, name, None)
+    for name in ("input_len", "output_len"):
+        if asked[name] is None and not faults.refused(name):
+            faults.check(_refuse_missing, name)
+    asked["precision"] = faults.check(_str_field, fields, "precision", "FP16")
+    for name in ("kv_cache_dtype", "engine", "engine_version"):
+        asked[name] = faults.check(_str_field, fields, name)
+    if not faults.refused("engine", "engine_version"):
+        asked["engine"] = faults.check(engine_profile, asked["engine"], asked["engine_version"])
+    asked["request_rate"] = faults.check(_rate_field, fields, "request_rate")
+    asked["prompt_cache_hit_rate"] = faults.check(_hit_rate_field, fields)
+    return asked
+
+
+def _refuse_missing(name: str) -> None:
+    raise SizingInputError(f"{name} is required", reason="missing", field=name)
+
+
+def _check_whole(
+    faults: _Faults,
+    *,
+    model: ModelArch | None,
+    gpu: GpuSpec | None,
+    asked: Mapping[str, Any],
+    visual_tokens: int,
+) -> None:
+    """What :func:`estimate_replica` checks of the whole request before any arithmetic, in its
+    order, each check run when every field it reads passed (its faults go to ``faults``):
+    whole replicas in ``gpu_count``, the parallel layout, TP dividing the attention heads, the
+    precision and KV-cache dtype names, no more stages than layers and the context within the
+    model's maximum (:func:`pools.sizing.memory.memory_estimate`'s first checks)."""
+
+    def passed(*names: str) -> bool:
+        return not faults.refused(*names)
+
+    tp, pp, dp = asked["tp"], asked["pp"], asked["dp_attention"]
+    layout = ("tp", "pp", "ep", "dp_attention", "nic_gbps", "gpu_count")
+    if passed("tp", "pp", "gpu_count"):
+        faults.check(_check_gpu_count, asked["gpu_count"], tp=tp, pp=pp)
+    if model is not None and gpu is not None and passed(*layout):
+        faults.check(
+            _check_parallel_layout,
+            model=model, gpu=gpu, tp=tp, pp=pp, ep=asked["ep"], nic_gbps=asked["nic_gbps"],
+            dp_attention=dp,
+        )  # fmt: skip
+        if passed(*layout):
+            faults.check(_check_heads, model, tp=tp, dp=dp or 1)
+    if passed("precision"):
+        faults.check(precision_parse, asked["precision"])
+    if passed("kv_cache_dtype"):
+        faults.check(kv_cache_bits, asked["kv_cache_dtype"])
+    if model is not None and passed("pp"):
+        faults.check(check_stages, model, pp)
+    lengths = ("input_len", "output_len", *MULTIMODAL_DEFAULTS)
+    if model is not None and passed(*lengths):
+        context = asked["input_len"] + visual_tokens + asked["output_len"]
+        faults.check(check_context, model, context)
 
 
 #: The multimodal fields of a request (000 §6.3) and their defaults: no images, no video,
@@ -1384,12 +1523,19 @@ def visual_load_from_fields(fields: Mapping[str, object], model: ModelArch) -> V
     """The visual load of a request's multimodal fields (:data:`MULTIMODAL_DEFAULTS`; ``None``
     without images or video): whole images >= 0, sides 1 to :data:`MAX_IMAGE_SIDE_PX` px, video
     seconds >= 0 and fps > 0 (:func:`pools.sizing.vision.visual_load`). Raises
-    :class:`SizingInputError` naming the field at fault, or ``not_multimodal`` for a text-only
-    model."""
+    :class:`SizingInputError` naming every field at fault (``errors`` when several), or
+    ``not_multimodal`` for a text-only model."""
+    return _visual(_multimodal_values(fields), model)
+
+
+def _multimodal_values(fields: Mapping[str, object]) -> dict[str, object]:
+    """The multimodal fields, defaults filled in, each checked (see
+    :func:`visual_load_from_fields`; every one at fault in one :class:`SizingInputError`)."""
     values = {
         name: default if fields.get(name) is None else fields[name]
         for name, default in MULTIMODAL_DEFAULTS.items()
     }
+    faults = _Faults()
     for name, value in values.items():
         whole = name in ("images_per_request", "image_width_px", "image_height_px")
         low = 1 if name in ("image_width_px", "image_height_px", "video_fps") else 0
@@ -1404,11 +1550,12 @@ def visual_load_from_fields(fields: Mapping[str, object], model: ModelArch) -> V
             or (name == "video_fps" and value <= 0)
         ):
             kind = "a whole number" if whole else "a number"
-            raise SizingInputError(
-                f"{name} must be {kind} from {low:g} to {high:g}, got {value!r}",
-                reason="out_of_range",
-                field=name,
-            )
+            faults.check(_refuse_out_of_range, name, value, f"{kind} from {low:g} to {high:g}")
+    faults.refuse()
+    return values
+
+
+def _visual(values: Mapping[str, Any], model: ModelArch) -> VisualLoad | None:
     return visual_load(
         model.vision,
         model_name=model.name,
@@ -1421,59 +1568,60 @@ def visual_load_from_fields(fields: Mapping[str, object], model: ModelArch) -> V
 
 
 def _model_and_gpu(
-    fields: object,
+    fields: Mapping[str, object],
+    faults: _Faults,
     *,
     presets: Mapping[str, ModelArch],
     gpus: Mapping[str, GpuSpec],
     name_to_slug: Callable[[str], str] | None,
-) -> tuple[ModelArch, GpuSpec]:
+) -> tuple[ModelArch | None, GpuSpec | None]:
     """The architecture and the GPU a request's ``model`` and ``gpu`` name (see
-    :func:`estimate_from_fields`); raises :class:`SizingInputError` (``not_an_object``,
-    ``missing``, ``unknown_model``, ``unknown_gpu``; with both names at fault, ``errors``
-    holds each one's message and ``field`` / ``reason`` are the model's)."""
-    if not isinstance(fields, Mapping):
-        raise SizingInputError("each input must be a JSON object", reason="not_an_object")
-    # Both names are checked before either is refused, so one answer names every fault.
-    faults: list[tuple[str, str, str]] = []  # (field, reason, message)
-    for name in ("model", "gpu"):
-        if not isinstance(fields.get(name), str):
-            faults.append(
-                (name, "missing", f"{name} must be a string id, got {fields.get(name)!r}")
-            )
-    model = gpu = None
-    if isinstance(fields.get("model"), str):
-        if fields["model"] == "custom":
-            model = _custom_model(fields.get("custom_model"))
-        else:
-            model = presets.get(fields["model"])
-        if model is None:
-            faults.append(
-                (
-                    "model",
-                    "unknown_model",
-                    f"unknown model {fields['model']!r}; known: {', '.join(presets)}",
-                )
-            )
-    if isinstance(fields.get("gpu"), str):
-        gpu = gpus.get(fields["gpu"])
-        if gpu is None and name_to_slug is not None:
-            gpu = gpus.get(name_to_slug(fields["gpu"]))
-        if gpu is None:
-            faults.append(
-                (
-                    "gpu",
-                    "unknown_gpu",
-                    f"unknown GPU model {fields['gpu']!r}; known: {', '.join(gpus)}",
-                )
-            )
-    if faults:
-        faults.sort(key=lambda fault: fault[0] != "model")  # the model's first
-        field, reason, message = faults[0]
-        if len(faults) > 1:
-            errors = {name: text for name, _, text in faults}
-            raise SizingInputError(message, reason=reason, field=field, errors=errors)
-        raise SizingInputError(message, reason=reason, field=field)
-    return model, gpu
+    :func:`estimate_from_fields`), ``None`` for one at fault: its fault (``missing``,
+    ``unknown_model``, ``custom_model.*``; ``missing``, ``unknown_gpu``, ``ambiguous_gpu``) goes
+    to ``faults``, the model's before the GPU's."""
+    return (
+        faults.check(_model_named, fields, presets),
+        faults.check(_gpu_named, fields, gpus, name_to_slug),
+    )
+
+
+def _model_named(fields: Mapping[str, object], presets: Mapping[str, ModelArch]) -> ModelArch:
+    name = fields.get("model")
+    if not isinstance(name, str):
+        raise SizingInputError(
+            f"model must be a string id, got {name!r}", reason="missing", field="model"
+        )
+    if name == "custom":
+        return _custom_model(fields.get("custom_model"))
+    if name not in presets:
+        raise SizingInputError(
+            f"unknown model {name!r}; known: {', '.join(presets)}",
+            reason="unknown_model",
+            field="model",
+        )
+    return presets[name]
+
+
+def _gpu_named(
+    fields: Mapping[str, object],
+    gpus: Mapping[str, GpuSpec],
+    name_to_slug: Callable[[str], str] | None,
+) -> GpuSpec:
+    name = fields.get("gpu")
+    if not isinstance(name, str):
+        raise SizingInputError(
+            f"gpu must be a string id, got {name!r}", reason="missing", field="gpu"
+        )
+    gpu = gpus.get(name)
+    if gpu is None and name_to_slug is not None:
+        gpu = gpus.get(name_to_slug(name))
+    if gpu is None:
+        raise SizingInputError(
+            f"unknown GPU model {name!r}; known: {', '.join(gpus)}",
+            reason="unknown_gpu",
+            field="gpu",
+        )
+    return gpu
 
 
 def _custom_model(custom: object) -> ModelArch:
