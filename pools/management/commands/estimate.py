@@ -38,8 +38,13 @@ where 8 of 10 similar published measurements fell, pools/sizing/band.py), ``tpot
 (what this fleet's serving allocations of the same model, GPU model, precision and engine
 measured: ``tok_s_per_card``, ``days``, ``median_ratio`` ... from the calibration records;
 ``null`` when none did), or
-``{"input": ..., "error": {"reason", "field", "message"}}`` (and ``errors``, every field at
-fault, when there are several). A field not named here is refused (reason ``unknown_field``).
+``{"input": ..., "error": {"reason", "field", "message"}}``: one answer names every field at
+fault - each field's own fault (``custom_model.<field>`` for the architecture's), and beside them
+what the whole tells (TP dividing the heads, EP dividing TP, the context within the model's
+maximum ...) wherever the fields it reads passed - ``reason``, ``field`` and ``message`` those of
+the first (model, gpu, then the fields in the order above), and ``errors`` ``{field: message}``
+for all of them when there are several. A field not named here is refused (reason
+``unknown_field``) before any other is read.
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
 """

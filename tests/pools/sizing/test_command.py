@@ -366,3 +366,25 @@ def test_a_shared_nvidia_smi_name_is_still_refused_with_its_candidates(tmp_path)
     assert result["error"]["reason"] == "ambiguous_gpu"
     assert result["error"]["field"] == "gpu"
     assert result["error"]["candidates"] == ["h100_sxm", "h100_pcie", "h100_nvl"]
+
+
+def test_every_bad_field_of_a_row_is_named_and_a_good_row_beside_it_is_unchanged(tmp_path):
+    """Issue 34, the brief's row: tp 0, input_len -5, precision FP7 and no output_len, named
+    in one error (the first, tp, leads as it did alone); the good row after it gives the same
+    answer as alone, and the list still exits 1."""
+    good = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+    bad = {"model": "llama3_8b", "gpu": "h100_sxm", "tp": 0, "input_len": -5, "precision": "FP7"}
+
+    status, (refused, estimated) = estimate([bad, good], tmp_path)
+    alone_status, alone = estimate(good, tmp_path)
+
+    assert (status, alone_status) == (1, 0)
+    assert refused["input"] == bad
+    error = refused["error"]
+    assert (error["reason"], error["field"]) == ("not_positive", "tp")
+    assert error["message"] == "tp must be a positive integer, got 0"
+    assert list(error["errors"]) == ["tp", "input_len", "output_len", "precision"]
+    assert error["errors"]["input_len"] == "input_len must be a positive integer, got -5"
+    assert error["errors"]["output_len"] == "output_len is required"
+    assert error["errors"]["precision"].startswith("unknown precision 'FP7'; use one of FP16, ")
+    assert estimated == alone

@@ -291,6 +291,152 @@ def test_estimate_from_fields_refuses_bad_input(changes, reason, field):
     assert (error.value.data["reason"], error.value.data.get("field")) == (reason, field)
 
 
+def _refusal(fields: dict) -> SizingInputError:
+    with pytest.raises(SizingInputError) as error:
+        estimate_from_fields(fields, presets=model_presets(), gpus=gpu_specs_from_catalogue())
+    return error.value
+
+
+def test_three_bad_fields_are_refused_in_one_answer():
+    """Issue 34: one answer names every field at fault, the first as it alone was named."""
+    error = _refusal({**BASE, "tp": 0, "input_len": -5, "precision": "FP7"})
+
+    assert (error.data["reason"], error.data["field"]) == ("not_positive", "tp")
+    assert error.message == "tp must be a positive integer, got 0"
+    assert error.data["errors"] == {
+        "tp": "tp must be a positive integer, got 0",
+        "input_len": "input_len must be a positive integer, got -5",
+        "precision": "unknown precision 'FP7'; use one of FP16, BF16, FP8, INT8, FP8-WO, W8A16, "
+        "INT8-WO, INT4, W4A16, INT4-AWQ, AWQ, INT4-GPTQ, GPTQ, NVFP4, MXFP4, MXFP4-WO, NVFP4-WO",
+    }
+
+
+def test_a_bad_custom_architecture_and_a_bad_tp_are_refused_together():
+    """The architecture's seven missing fields (only num_layers given) and tp 0, one answer."""
+    error = _refusal({**BASE, "model": "custom", "custom_model": {"num_layers": 2}, "tp": 0})
+
+    missing = (
+        "hidden_size",
+        "num_attention_heads",
+        "num_kv_heads",
+        "head_dim",
+        "intermediate_size",
+        "vocab_size",
+        "max_context_tokens",
+    )
+    assert (error.data["reason"], error.data["field"]) == ("missing", "custom_model.hidden_size")
+    assert error.data["errors"] == {
+        **{
+            f"custom_model.{name}": f"{name} is required for a custom architecture "
+            "(or give its config.json)"
+            for name in missing
+        },
+        "tp": "tp must be a positive integer, got 0",
+    }
+
+
+@pytest.mark.parametrize(
+    ("changes", "field", "errors"),
+    [
+        # Qwen2.5-7B's 28 heads are not split by TP 8: checked beside the bad output_len.
+        (
+            {"model": "qwen2_5_7b", "tp": 8, "gpu_count": 8, "output_len": 0},
+            "output_len",
+            {
+                "output_len": "output_len must be a positive integer, got 0",
+                "tp": "tp 8 does not divide Qwen2.5-7B's 28 attention heads",
+            },
+        ),
+        # 200,000 + 100 tokens over Llama-3.1-8B's 131,072: checked beside the bad precision.
+        (
+            {"input_len": 200_000, "precision": "fp 16"},
+            "precision",
+            {
+                "precision": "unknown precision 'fp 16'; use one of FP16, BF16, FP8, INT8, "
+                "FP8-WO, W8A16, INT8-WO, INT4, W4A16, INT4-AWQ, AWQ, INT4-GPTQ, GPTQ, NVFP4, "
+                "MXFP4, MXFP4-WO, NVFP4-WO",
+                "input_len": "context of 200,100 tokens exceeds Llama-3.1-8B's maximum of 131,072",
+            },
+        ),
+        # A bad output_len led before a missing input_len did, and still leads.
+        (
+            {"input_len": None, "output_len": 0},
+            "output_len",
+            {
+                "output_len": "output_len must be a positive integer, got 0",
+                "input_len": "input_len is required",
+            },
+        ),
+    ],
+)
+def test_a_check_of_the_whole_runs_beside_a_bad_field_when_its_fields_passed(
+    changes, field, errors
+):
+    error = _refusal({**BASE, **changes})
+
+    assert error.data["field"] == field
+    assert error.data["errors"] == errors
+
+
+def test_multimodal_and_speculation_fields_are_named_beside_an_unknown_model():
+    """Images -1 and width 0 px, an acceptance rate of 1.5 and no cost ratio (nor draft
+    model): each named, after the model, in the order the fields are read."""
+    error = _refusal(
+        {
+            **BASE,
+            "model": "gpt5",
+            "images_per_request": -1,
+            "image_width_px": 0,
+            "speculative_draft_tokens": 4,
+            "speculative_acceptance_rate": 1.5,
+        }
+    )
+
+    errors = error.data["errors"]
+    assert (error.data["reason"], error.data["field"]) == ("unknown_model", "model")
+    assert list(errors) == [
+        "model",
+        "images_per_request",
+        "image_width_px",
+        "speculative_draft_cost_ratio",
+        "speculative_acceptance_rate",
+    ]
+    assert errors["model"].startswith("unknown model 'gpt5'; known: llama2_7b, ")
+    assert errors["images_per_request"] == (
+        "images_per_request must be a whole number from 0 to 1e+06, got -1"
+    )
+    assert (
+        errors["image_width_px"] == "image_width_px must be a whole number from 1 to 16384, got 0"
+    )
+    assert errors["speculative_draft_cost_ratio"] == (
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft's cost "
+        "ratio (or draft model) together; speculative_draft_cost_ratio is missing"
+    )
+    assert errors["speculative_acceptance_rate"] == (
+        "speculative_acceptance_rate must be a number in [0, 1), got 1.5"
+    )
+
+
+def test_an_unknown_model_leads_an_ambiguous_gpu_name():
+    """With both names at fault the model's fault leads (as ``_model_and_gpu`` always said);
+    an ambiguous GPU name used to refuse the request before the model was looked at."""
+
+    def ambiguous(name: str) -> str:
+        raise SizingInputError("several", reason="ambiguous_gpu", field="gpu", candidates=["a"])
+
+    with pytest.raises(SizingInputError) as error:
+        estimate_from_fields(
+            {**BASE, "model": "gpt5", "gpu": "NVIDIA H100"},
+            presets=model_presets(),
+            gpus=gpu_specs_from_catalogue(),
+            name_to_slug=ambiguous,
+        )
+
+    assert (error.value.data["reason"], error.value.data["field"]) == ("unknown_model", "model")
+    assert list(error.value.data["errors"]) == ["model", "gpu"]
+    assert error.value.data["errors"]["gpu"] == "several"
+
+
 def test_estimate_as_dict_has_the_headline_fields_first():
     estimate = estimate_from_fields(
         {**BASE, "concurrency": 4}, presets=model_presets(), gpus=gpu_specs_from_catalogue()
