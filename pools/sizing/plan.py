@@ -1391,8 +1391,17 @@ def estimate_from_fields(
     holds refitted profiles by name (the cross-validation passes profiles refitted without the
     source it scores); their fitted numbers replace those of the chosen profile, whose
     version-chosen kernels stay. Keys it does not read are passed over (the ``estimate``
-    command refuses them first: its ``COMMAND_FIELDS``). Raises :class:`SizingInputError` for
-    anything it cannot use.
+    command refuses them first: its ``COMMAND_FIELDS``).
+
+    Raises :class:`SizingInputError` for anything it cannot use (``not_an_object`` alone), naming
+    every field at fault in one answer (issue 34): each field's own fault, and each check of the
+    whole that :func:`estimate_replica` makes before its arithmetic (whole replicas, the
+    parallel layout, TP dividing the heads, the precision and KV dtype names, stages within the
+    layers, the context within the maximum) where the fields it reads passed. ``reason``,
+    ``field`` and the message are the first fault's in the order the checks always ran - model,
+    gpu, the layout, the lengths, the precisions, the engine, the load, images and video,
+    concurrency, speculation, then the whole - so a lone fault is answered as before; ``errors``
+    ``{field: message}`` names them all when there are several.
     """
     if not isinstance(fields, Mapping):
         raise SizingInputError("each input must be a JSON object", reason="not_an_object")

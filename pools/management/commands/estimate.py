@@ -42,9 +42,9 @@ measured: ``tok_s_per_card``, ``days``, ``median_ratio`` ... from the calibratio
 fault - each field's own fault (``custom_model.<field>`` for the architecture's), and beside them
 what the whole tells (TP dividing the heads, EP dividing TP, the context within the model's
 maximum ...) wherever the fields it reads passed - ``reason``, ``field`` and ``message`` those of
-the first (model, gpu, then the fields in the order above), and ``errors`` ``{field: message}``
-for all of them when there are several. A field not named here is refused (reason
-``unknown_field``) before any other is read.
+the first (model, then gpu, then the rest: the one that alone refused the row before), and
+``errors`` ``{field: message}`` for all of them when there are several. A field not named here
+is refused (reason ``unknown_field``) before any other is read.
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
 """
