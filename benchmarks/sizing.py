@@ -115,16 +115,14 @@ the 0.14 prompt-heavy rows land 4-6 points further off (TP 1 +44 -> +48 %, TP 4 
 What separates those rows is the release's achieved share of peak, which a cost every engine
 pays cannot carry under leave-one-source-out.
 
-**Engine regressions** (``--skip-engine-regressions``): leaves out the rows of an engine release
-whose own notes name a performance regression for that model and card generation
-(:data:`ENGINE_REGRESSIONS`: Llama 4 on Hopper in TensorRT-LLM 0.21-1.0) - a choice of what to
-validate against, off by default. ``benchmarks/sizing_aiconfigurator.py`` (needs NVIDIA's
-``aiconfigurator-core`` in an environment of its own) shows why those rows are not a missing
-term: NVIDIA's own model misses them as much as this one.
+**Llama 4 on Hopper** (TensorRT-LLM, all releases scored): the 0.21 release notes name a
+Llama 4 regression on Hopper; its cause, the decode of chunked-attention layers on the MMHA
+kernel (``pools.sizing.engines.TENSORRT_LLM_CHUNKED_DECODE_PER_QUERY_HEAD``), is modelled, so
+those rows are scored like any other.
 
 Usage: ``python benchmarks/sizing.py [--dataset PATH ...] [--quiet] [--write-bands]
-[--hard-roofline] [--achieved] [--implied-batch] [--prefill-split]
-[--skip-engine-regressions]``; exit status 0 when the targets hold, else 1.
+[--hard-roofline] [--achieved] [--implied-batch] [--prefill-split]``; exit status 0 when the
+targets hold, else 1.
 """
 
 from __future__ import annotations
@@ -219,8 +217,7 @@ DATASET_2026_THREADS = ROOT / "tests" / "fixtures" / "sizing_dataset_2026_thread
 DATASETS = (DATASET, DATASET_2026)
 #: What ``--write-bands`` scores: every bundled set, so that an estimate in a regime only the
 #: issue 34 rows hold (NVFP4 on Blackwell: 78 rows; 8-bit Hopper throughput: 64 -> 116 rows
-#: with the MoE cells) reads its own band instead of falling back to the load's. A subset is
-#: refused, as ``--skip-engine-regressions`` is: its bands would not be the sets'.
+#: with the MoE cells) reads its own band instead of falling back to the load's.
 BAND_DATASETS = (
     DATASET,
     DATASET_2026,
@@ -228,33 +225,18 @@ BAND_DATASETS = (
     DATASET_2026_TRTLLM_NEXT,
     DATASET_2026_THREADS,
 )
-#: The MoE rows of the TensorRT-LLM 1.0 perf-overview ran with attention data parallelism over
-#: their TP cards (``attention_dp`` true, ``ep`` = tp in ``sizing_dataset_2026_moe.json``, each
-#: row's notes say why): that page's options file sets ``enable_attention_dp: true`` but prints it
-#: nested under ``cuda_graph_config``, which TensorRT-LLM refuses (``tensorrt_llm/llmapi/
-#: llm_args.py``: ``class CudaGraphConfig(StrictBaseModel)``, ``extra = "forbid"``), so not as it
-#: ran; the later perf-overview (``docs/source/developer-guide/perf-overview.md``
-#: @03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d) prints it at the top level for these models and
-#: names the same cells DEP, and the five cells both pages measured agree per GPU within 4-14 %
-#: where the model puts the two layouts 1.7-2.4x apart. Scored as TP until the routing skew of
-#: :mod:`pools.sizing.routing` (all five sets, shipped constants: P90 37.0 -> 41.0 % as attention
-#: DP without it, 34.0 % with it).
-#: ``--skip-engine-regressions``: leave out rows that measure an engine release on a model and
-#: card generation for which the engine's own release notes name a performance regression, so
-#: that they measure the regression, not the card. One is published: NVIDIA/TensorRT-LLM
-#: ``docs/source/release-notes.md`` @001eaecea63dd6bdbfd02aed1bf8dc7fad567bd0, "TensorRT-LLM
-#: Release 0.21.0", Known Issues: "full chunked attention support has been added to make sure
-#: LLaMA4 model can functionally run with > 8K seq length, while there is a known performance
-#: regression(only affect LLaMA4 model) on Hopper due to this functional enhancement. The root
-#: cause of the regression has been identified already and the fix will be part of the future
-#: release" ("on Hopper" added by pull request 6438); release 1.0's notes name no such fix, and
-#: its perf-overview's Llama 4 Hopper cells are the ones both this model and NVIDIA's
-#: aiconfigurator over-predict (``benchmarks/sizing_aiconfigurator.py``) while the same models
-#: on Blackwell and Qwen3 MoE on Hopper are not. Off by default: it removes rows, so it is a
-#: choice of what to validate against, not a model. Each entry: (model id prefix, GPU
-#: generation, engine name word, (first, last) engine version as (major, minor)).
-ENGINE_REGRESSIONS = (("llama4", "Hopper", "TensorRT", ((0, 21), (1, 0))),)
-SKIP_ENGINE_REGRESSIONS = [False]
+# The MoE rows of the TensorRT-LLM 1.0 perf-overview ran with attention data parallelism over
+# their TP cards (``attention_dp`` true, ``ep`` = tp in ``sizing_dataset_2026_moe.json``, each
+# row's notes say why): that page's options file sets ``enable_attention_dp: true`` but prints it
+# nested under ``cuda_graph_config``, which TensorRT-LLM refuses (``tensorrt_llm/llmapi/
+# llm_args.py``: ``class CudaGraphConfig(StrictBaseModel)``, ``extra = "forbid"``), so not as it
+# ran; the later perf-overview (``docs/source/developer-guide/perf-overview.md``
+# @03e27c7d5ff0c6e89f8328838c0a8e64f1b34f9d) prints it at the top level for these models and
+# names the same cells DEP, and the five cells both pages measured agree per GPU within 4-14 %
+# where the model puts the two layouts 1.7-2.4x apart. Scored as TP until the routing skew of
+# :mod:`pools.sizing.routing` (all five sets, shipped constants: P90 37.0 -> 41.0 % as attention
+# DP without it, 34.0 % with it).
+
 TARGET_MEDIAN = 12.0
 TARGET_P90 = 30.0
 TARGET_REGIME_MEDIAN = 25.0
@@ -401,23 +383,6 @@ def finite_run_tok_s(
         return steady
     seconds = requests * out / steady + out * estimate.throughput.tpot_ms / 1e3
     return requests * out / seconds
-
-
-def engine_regression(row: dict) -> bool:
-    """Whether ``row`` measures a model, card generation and engine release that
-    :data:`ENGINE_REGRESSIONS` names."""
-    version = re.match(r"^(\d+)\.(\d+)", str(row.get("engine_version") or ""))
-    gpu = _gpus().get(row["gpu"])
-    if version is None or gpu is None:
-        return False
-    release = (int(version.group(1)), int(version.group(2)))
-    return any(
-        row["model_ref"].startswith(prefix)
-        and gpu_generation(gpu) == generation
-        and engine in row["engine"]
-        and first <= release <= last
-        for prefix, generation, engine, (first, last) in ENGINE_REGRESSIONS
-    )
 
 
 def request_for(row: dict) -> tuple[dict | None, str]:
@@ -760,9 +725,6 @@ def cross_validate(rows: list[dict]) -> tuple[list[dict], list[tuple[str, str]]]
     """
     cases, skipped = [], []
     for row in rows:
-        if SKIP_ENGINE_REGRESSIONS[0] and engine_regression(row):
-            skipped.append((row["id"], "engine release with a published regression"))
-            continue
         request, note = request_for(row)
         if request is None:
             skipped.append((row["id"], note))
@@ -1370,12 +1332,6 @@ def main() -> int:
         "least error one prediction can have on them, and the throughput error by card layout",
     )
     parser.add_argument(
-        "--skip-engine-regressions",
-        action="store_true",
-        help="leave out rows of an engine release whose notes name a regression for that model "
-        "and card generation (ENGINE_REGRESSIONS); never with --write-bands",
-    )
-    parser.add_argument(
         "--shared-efficiency",
         action="store_true",
         help="fit one compute efficiency for every engine and keep the host time hidden in "
@@ -1386,10 +1342,6 @@ def main() -> int:
         if args.write_bands:
             parser.error("--shared-efficiency scores a fit that is not shipped; its bands are not")
         PER_ENGINE_EFFICIENCY[0] = False
-    if args.skip_engine_regressions:
-        if args.write_bands:
-            parser.error("--skip-engine-regressions scores a subset; its bands are not the set's")
-        SKIP_ENGINE_REGRESSIONS[0] = True
     if args.hard_roofline:
         if args.write_bands:
             parser.error("--hard-roofline scores a model that is not shipped; its bands are not")

@@ -187,12 +187,14 @@ class EngineProfile:
     ``moe_dp_exchange``: how a mixture of experts exchanges tokens between attention DP ranks,
     one of :data:`MOE_DP_EXCHANGES` (``"allgather"`` for TensorRT-LLM, which uses an all-to-all
     only on an NVL72 rack's NVLink fabric).
-    ``chunked_attention_keeps_full_kv``: a model whose window is chunked attention
-    (``ModelArch.window_chunked``) keeps and reads its whole context's KV on every layer
-    (:data:`TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV`), as if it had no window.
-    ``sliding_window_keeps_full_kv``: a sliding-window model keeps (allocates) its whole
-    context's KV on every layer but still reads only the window on its sliding layers
-    (:data:`TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV`): memory only, not throughput.
+    ``window_keeps_full_kv``: a model with a window - sliding (gpt-oss) or chunked attention
+    (Llama 4, ``ModelArch.window_chunked``) - keeps (allocates) its whole context's KV on every
+    layer but still reads only the window on its windowed layers
+    (:data:`TENSORRT_LLM_WINDOW_KEEPS_FULL_KV`): memory only, not throughput.
+    ``chunked_decode_per_query_head``: on a card without TensorRT-LLM's trtllm-gen attention
+    kernels (``pools.sizing.gpus.trtllm_gen_attention``), the decode of a chunked-attention
+    layer reads a sequence's KV once per query head, not once per KV head
+    (:data:`TENSORRT_LLM_CHUNKED_DECODE_PER_QUERY_HEAD`).
     ``hopper_mxfp4_moe_triton``: the engine runs a mixture of experts' MXFP4 experts on Hopper
     as TensorRT-LLM does - weights kept in MXFP4, BF16 activations, its TRITON MoE backend
     (:data:`TENSORRT_LLM_HOPPER_MXFP4_MOE_TRITON`) - whose measured rates
@@ -218,37 +220,49 @@ class EngineProfile:
     host_s_per_sequence_grace: float = 0.0
     host_overlap_exponent: float | None = None
     moe_dp_exchange: str = "all_to_all"
-    chunked_attention_keeps_full_kv: bool = False
-    sliding_window_keeps_full_kv: bool = False
+    window_keeps_full_kv: bool = False
+    chunked_decode_per_query_head: bool = False
     hopper_mxfp4_moe_triton: bool = False
     cuda_graph_batch_sizes: tuple[int, ...] = ()
 
 
-#: TensorRT-LLM keeps the whole KV cache of a chunked-attention layer (Llama 4's
-#: ``attention_chunk_size``): its 1.0 documentation (docs/source/features/long-sequence.md,
-#: "Chunked attention") says chunked attention "can only be applied to context requests", so
-#: decode steps attend over the whole sequence, and the KV cache manager keeps every layer's KV
-#: up to ``max_seq_len`` unless ``KvCacheConfig.max_attention_window`` is set
-#: (``_torch/pyexecutor/resource_manager.py``, "Use max_seq_len as default
-#: max_attention_window"), which trtllm-bench's perf runs do not set (perf-overview.md's
-#: options files). The KV a chunked layer keeps and reads is therefore the context's, not the
-#: chunk's. A sliding window is :data:`TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV`.
-TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV = True
-
-#: TensorRT-LLM allocates a sliding-window layer's KV to ``max_seq_len`` as well, but its decode
-#: reads only the window: the KV cache manager takes ``max_seq_len`` as every layer's window
-#: when ``KvCacheConfig.max_attention_window`` is unset (NVIDIA/TensorRT-LLM
+#: TensorRT-LLM allocates a windowed layer's KV - a sliding window's or a chunked-attention
+#: layer's (Llama 4's ``attention_chunk_size``) - to ``max_seq_len``, but its decode reads only
+#: the window: the KV cache manager takes ``max_seq_len`` as every layer's window when
+#: ``KvCacheConfig.max_attention_window`` is unset (NVIDIA/TensorRT-LLM
 #: ``tensorrt_llm/_torch/pyexecutor/resource_manager.py`` @001541bad83b84ae4c5c4a279e464572d5f690f7,
 #: ``KVCacheManager.__init__``), and nothing sets it from the checkpoint (pull request 5722, which
 #: would have read ``sliding_window`` from the Hugging Face config, was closed unmerged;
 #: trtllm-bench's perf options do not set it), while gpt-oss's sliding layers pass their window
 #: to the attention op on every call (``tensorrt_llm/_torch/models/modeling_gpt_oss.py``
 #: @050b6cb92871a4ed73486c5e5a573d4198d1a6d9, ``AttentionBlock``: ``attention_window_size =
-#: self.sliding_window`` on even layers). The long-sequence doc (docs/source/features/
-#: long-sequence.md) says the same of a window that is set: allocation "still relies on the
-#: buffer's maximum value". gpt-oss-120b at 22,000 tokens: 36 x 22,000 layer-tokens kept, not
-#: 18 x 22,000 + 18 x 128; read per step as the window gives.
-TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV = True
+#: self.sliding_window`` on even layers) and a chunked layer's op gets its chunk in the decode
+#: too: pull request 4693 ("enable chunked-attention in the generation-phase by
+#: default", May 2025) - the attention op hands ``attention_chunk_size`` to the decode kernels
+#: unless ``TRTLLM_DISABLE_CHUNKED_ATTENTION_IN_GEN_PHASE`` is set (``cpp/tensorrt_llm/common/
+#: attentionOp.cpp``, ``xqaParams.chunked_attention_size``), where the 1.0 long-sequence doc
+#: still says chunked attention "can only be applied to context requests". The long-sequence doc
+#: says of a window that is set: allocation "still relies on the buffer's maximum value".
+#: gpt-oss-120b at 22,000 tokens: 36 x 22,000 layer-tokens kept, not 18 x 22,000 + 18 x 128;
+#: read per step as the window gives. Llama 4 Scout at 22,000: 48 x 22,000 kept, 36 of its 48
+#: layers read at most 8,192.
+TENSORRT_LLM_WINDOW_KEEPS_FULL_KV = True
+
+#: TensorRT-LLM decodes a chunked-attention layer with its masked multi-head attention (MMHA)
+#: kernel on cards without trtllm-gen attention (Hopper, Ada, Ampere, RTX Blackwell): the XQA
+#: kernels refuse chunked attention (``cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/
+#: decoderXQAImplJIT/kernelUtils.cpp``, ``supportConfigCommon``: "chunked attention is not
+#: supported yet"), and the dispatcher falls back to MMHA (``xqaDispatcher.cpp``); pull request
+#: 6306 says it outright: "XQA does not support chunked attention at the moment, while MMHA
+#: supports chunked attention but is slower" (its fix picks XQA only when the engine's
+#: ``max_seq_len`` is below the chunk; Llama 4's checkpoints set 1 M / 10 M). MMHA gives every
+#: query head of every sequence its own thread block, so grouped-query attention saves no reads:
+#: a chunked layer's KV is read ``num_attention_heads / num_kv_heads`` times per step (Llama 4:
+#: 40 / 8 = 5), as vLLM's V0 paged attention did (``decode_kv_reads_per_query_head``). This is
+#: the "known performance regression (only affect LLaMA4 model) on Hopper" of the 0.21 release
+#: notes. Blackwell's trtllm-gen kernels take the chunk (``xqaDispatcher.cpp``
+#: ``tllmRunnerParams.mChunkedAttentionSize``), so B200 and GB200 read once per KV head.
+TENSORRT_LLM_CHUNKED_DECODE_PER_QUERY_HEAD = True
 
 #: TensorRT-LLM's PyTorch backend serves an MXFP4 checkpoint (openai/gpt-oss-*: routed experts
 #: MXFP4, attention, router, embeddings and head BF16) on Hopper as weight-only MXFP4: it loads
@@ -301,8 +315,8 @@ ENGINE_PROFILES = {
         "(sizing_dataset.json trt014 rows' notes)",
         gemm_overlap_exponent=TENSORRT_LLM_GEMM_OVERLAP_EXPONENT,
         moe_dp_exchange="allgather",
-        chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
-        sliding_window_keeps_full_kv=TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV,
+        window_keeps_full_kv=TENSORRT_LLM_WINDOW_KEEPS_FULL_KV,
+        chunked_decode_per_query_head=TENSORRT_LLM_CHUNKED_DECODE_PER_QUERY_HEAD,
     ),
     "tensorrt-llm-pytorch": EngineProfile(
         "tensorrt-llm-pytorch",
@@ -320,8 +334,8 @@ ENGINE_PROFILES = {
         host_s_per_sequence_grace=TRTLLM_PYTORCH_HOST_S_PER_SEQUENCE_GRACE,
         host_overlap_exponent=TRTLLM_PYTORCH_HOST_OVERLAP_EXPONENT,
         moe_dp_exchange="allgather",
-        chunked_attention_keeps_full_kv=TENSORRT_LLM_CHUNKED_ATTENTION_KEEPS_FULL_KV,
-        sliding_window_keeps_full_kv=TENSORRT_LLM_SLIDING_WINDOW_KEEPS_FULL_KV,
+        window_keeps_full_kv=TENSORRT_LLM_WINDOW_KEEPS_FULL_KV,
+        chunked_decode_per_query_head=TENSORRT_LLM_CHUNKED_DECODE_PER_QUERY_HEAD,
         hopper_mxfp4_moe_triton=TENSORRT_LLM_HOPPER_MXFP4_MOE_TRITON,
         cuda_graph_batch_sizes=TRTLLM_BENCH_CUDA_GRAPH_BATCH_SIZES,
     ),

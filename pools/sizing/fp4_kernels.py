@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pools.sizing.gpus import GpuSpec, fp4_dense_tflops
+from pools.sizing.gpus import SM120_CARDS, GpuSpec, fp4_dense_tflops
 
 #: Share of a card's dense FP4 tensor peak that dense NVFP4 GEMMs reach on SM100 Blackwell,
 #: activation quantisation included - a published kernel measurement, not an end-to-end fit: vLLM
@@ -121,12 +121,6 @@ SM120_KERNELS = Fp4Kernels(
     source="NVIDIA aiconfigurator, TensorRT-LLM's NVFP4 GEMM and MoE ops on an RTX PRO 6000 "
     "Blackwell Server",
 )
-
-#: Catalogue slugs of the cards with a compute capability 12.0 chip (GB202): NVIDIA's CUDA GPU
-#: compute capability table (developer.nvidia.com/cuda-gpus) lists the RTX PRO 6000 Blackwell
-#: (Server and Workstation Editions) and the GeForce RTX 5090 at 12.0; B200 and GB200 at 10.0, B300
-#: and GB300 at 10.3.
-SM120_CARDS = frozenset({"rtx_pro_6000_server", "rtx_pro_6000_ws", "rtx5090"})
 
 
 def fp4_kernels(gpu: GpuSpec) -> Fp4Kernels | None:

@@ -241,6 +241,24 @@ def fp4_dense_tflops(gpu: GpuSpec) -> float | None:
     return FP4_DENSE_TFLOPS.get(gpu.slug)
 
 
+#: Catalogue slugs of the cards with a compute capability 12.0 chip (GB202): NVIDIA's CUDA GPU
+#: compute capability table (developer.nvidia.com/cuda-gpus) lists the RTX PRO 6000 Blackwell
+#: (Server and Workstation Editions) and the GeForce RTX 5090 at 12.0; B200 and GB200 at 10.0, B300
+#: and GB300 at 10.3. The other cards of :data:`FP4_DENSE_TFLOPS` are the SM 100 / 103 ones.
+SM120_CARDS = frozenset({"rtx_pro_6000_server", "rtx_pro_6000_ws", "rtx5090"})
+
+
+def trtllm_gen_attention(gpu: GpuSpec) -> bool:
+    """Whether TensorRT-LLM runs its attention on ``gpu`` with the trtllm-gen kernels: on SM 100
+    and later except SM 120 / 121 (NVIDIA/TensorRT-LLM ``cpp/tensorrt_llm/common/attentionOp.h``:
+    ``mUseTllmGen = (mSM >= 100) && (mSM != 120) && (mSM != 121)``), i.e. the cards with FP4
+    tensor cores (:data:`FP4_DENSE_TFLOPS`) outside :data:`SM120_CARDS`; elsewhere its decode
+    runs the XQA kernels, or the masked multi-head attention kernel where XQA refuses the layer
+    (``pools.sizing.engines.TENSORRT_LLM_CHUNKED_DECODE_PER_QUERY_HEAD``). B200, GB300: True;
+    H200, RTX PRO 6000 Blackwell, A100: False."""
+    return fp4_dense_tflops(gpu) is not None and gpu.slug not in SM120_CARDS
+
+
 def cuda_core_instructions_per_s(gpu: GpuSpec) -> float | None:
     """Instructions per second the CUDA cores of one ``gpu`` issue, one per core per cycle:
     :data:`CUDA_CORE_FP32_TFLOPS` x 1e12 / 2 (an FMA counts two FLOPs). A100: 9.75e12.

@@ -268,27 +268,16 @@ def _check_parallel_layout(
         )
 
 
-def model_as_run(model: ModelArch, profile: EngineProfile) -> ModelArch:
-    """``model`` as ``profile``'s engine runs it: without its window when the window is chunked
-    attention and the engine keeps the full KV of chunked layers
-    (``EngineProfile.chunked_attention_keeps_full_kv``: TensorRT-LLM), else unchanged. Llama 4
-    Scout on TensorRT-LLM: every one of its 48 layers keeps the whole context, not 36 of them
-    8,192 tokens."""
-    if not (model.window_chunked and profile.chunked_attention_keeps_full_kv):
+def model_as_kept(model: ModelArch, profile: EngineProfile) -> ModelArch:
+    """``model`` as ``profile``'s engine allocates its KV cache: without its window (sliding or
+    chunked) when the engine keeps every layer's KV to the context anyway
+    (``EngineProfile.window_keeps_full_kv``: TensorRT-LLM), else unchanged. For memory only:
+    the engine's decode still reads the window. gpt-oss-120b on TensorRT-LLM: 36 layers of the
+    whole context kept, 18 of them read at 128 tokens; Llama 4 Scout: 48 layers kept, 36 of them
+    read at most 8,192 tokens."""
+    if not (model.sliding_window_tokens and profile.window_keeps_full_kv):
         return model
     return replace(model, sliding_window_tokens=None, sliding_window_layers=None)
-
-
-def model_as_kept(model: ModelArch, profile: EngineProfile) -> ModelArch:
-    """``model`` as ``profile``'s engine allocates its KV cache: :func:`model_as_run`, and
-    without a sliding window when the engine keeps every layer's KV to the context anyway
-    (``EngineProfile.sliding_window_keeps_full_kv``: TensorRT-LLM). For memory only: the
-    engine's decode still reads the window (:func:`model_as_run` keeps it). gpt-oss-120b on
-    TensorRT-LLM: 36 layers of the whole context kept, 18 of them read at 128 tokens."""
-    run = model_as_run(model, profile)
-    if not (run.sliding_window_tokens and profile.sliding_window_keeps_full_kv):
-        return run
-    return replace(run, sliding_window_tokens=None, sliding_window_layers=None)
 
 
 def estimate_replica(
@@ -375,7 +364,6 @@ def estimate_replica(
     kv_cache_dtype, kv_source = kv_cache_dtype_for(kv_cache_dtype, model)
     kv_bits = kv_cache_bits(kv_cache_dtype)
     profile = engine_profile(engine, engine_version)
-    model = model_as_run(model, profile)
     memory = memory_estimate(
         model=model_as_kept(model, profile),
         precision=runs,
@@ -597,7 +585,7 @@ def _option(
     if engine_cap is not None:
         cap = min(cap, engine_cap)
     replica = {
-        "model": model_as_run(model, profile),
+        "model": model,
         "precision": precision_on_gpu(precision_parse(precision), gpu)[0],
         "gpu": gpu,
         "tp": tp,
@@ -1080,7 +1068,7 @@ def _at_batch(
 ) -> ThroughputEstimate:
     return replica_throughput(
         dp_attention=base.dp_attention or 1,
-        model=model_as_run(model, engine_profile(base.engine)),
+        model=model,
         precision=precision_parse(base.precision),
         gpu=gpu,
         tp=base.tp,

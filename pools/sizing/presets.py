@@ -52,10 +52,10 @@ class ModelArch:
     mixture of experts (MoE) ``total_params`` counts every expert and ``active_params`` the
     ``experts_per_token`` routed per token. ``sliding_window_tokens`` caps the KV cache kept per
     sequence (Mistral-7B-v0.1: 4,096); ``window_chunked``: that window is Llama 4's chunked
-    attention (``attention_chunk_size``: a token attends within its chunk of the prompt), which
-    an engine may apply to prompts only and then keeps the full KV (``pools.sizing.engines``
-    ``EngineProfile.chunked_attention_keeps_full_kv``). ``sources`` maps a field name to its
-    citation.
+    attention (``attention_chunk_size``: a token attends within its chunk), which an engine may
+    still allocate in full (``pools.sizing.engines`` ``EngineProfile.window_keeps_full_kv``) or
+    decode on a slower kernel (``EngineProfile.chunked_decode_per_query_head``). ``sources``
+    maps a field name to its citation.
     ``vision``: a vision-language model's encoder (:class:`pools.sizing.vision.VisionEncoder`),
     counted apart from the language model's ``total_params``. ``kv_cache_dtype``: the KV-cache
     dtype the checkpoint itself names (``FP8``, ``INT8``; ``None``: not stated, 16-bit), used

@@ -82,7 +82,6 @@ from pools.sizing.plan import (
     SizingPlan,
     figures_json,
     model_as_kept,
-    model_as_run,
     replica_estimate_as_dict,
     sizing_plan,
 )
@@ -679,9 +678,9 @@ def _memory_json(inputs: Mapping[str, Any], ask: _Ask, gpus: list[GpuSpec]) -> d
     context = ask.input_len + inputs["output_len"]
     precision = precision_parse(inputs["precision"])
     engine = engine_profile(inputs["engine"])
-    model = model_as_run(ask.model, engine)
+    model = ask.model
     kv_bits = kv_cache_bits(kv_cache_dtype_for(inputs["kv_cache_dtype"], model)[0])
-    # The KV the engine allocates: TensorRT-LLM keeps a sliding layer's whole context (plan.py).
+    # The KV the engine allocates: TensorRT-LLM keeps a windowed layer's whole context (plan.py).
     kept = model_as_kept(ask.model, engine)
     per_sequence = kv_bytes_per_sequence(kept, context_tokens=context, kv_bits=kv_bits)
     concurrency = inputs["concurrency"]

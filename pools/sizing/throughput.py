@@ -61,7 +61,7 @@ from dataclasses import dataclass, replace
 from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.collectives import measured_allreduce_share
 from pools.sizing.engines import COMPUTE_EFFICIENCY as _DEFAULT_COMPUTE_EFFICIENCY
-from pools.sizing.engines import engine_profile
+from pools.sizing.engines import EngineProfile, engine_profile
 from pools.sizing.fp4_kernels import fp4_kernels
 from pools.sizing.gpus import (
     NVLINK_DOMAIN_GPUS,
@@ -70,6 +70,7 @@ from pools.sizing.gpus import (
     fp4_dense_tflops,
     grace_hosted,
     node_gpus,
+    trtllm_gen_attention,
 )
 from pools.sizing.memory import (
     FP4_SCALE_BITS_PER_WEIGHT,
@@ -80,6 +81,7 @@ from pools.sizing.memory import (
     kv_tokens_per_sequence,
     precision_parse,
     stored_bits_per_weight,
+    window_kv_bytes_per_sequence,
 )
 from pools.sizing.presets import ModelArch
 from pools.sizing.routing import skew_factor
@@ -1317,6 +1319,41 @@ def decode_attention_rate(
     return rate
 
 
+def decode_kv_read_bytes(
+    *,
+    model: ModelArch,
+    profile: EngineProfile,
+    gpu: GpuSpec,
+    kv_bits: int,
+    batch: int,
+    group: int,
+    context_tokens: int,
+) -> float:
+    """KV-cache bytes one decode step reads over a replica's cards, ``batch`` sequences of
+    ``context_tokens`` on TP groups of ``group`` cards: each card its KV heads' share, once per
+    KV head - or once per query head where the engine's kernel gives each query head its own
+    pass: every layer (``EngineProfile.decode_kv_reads_per_query_head``: vLLM V0) or a chunked
+    layer on a card without trtllm-gen attention (``EngineProfile.chunked_decode_per_query_head``,
+    ``pools.sizing.gpus.trtllm_gen_attention``: TensorRT-LLM's MMHA fallback). Llama 4 Scout,
+    FP8 KV, one H100, one sequence of 2,000 tokens on TensorRT-LLM: 12 x 2,000 x 2,048 B + 5 x
+    36 x 2,000 x 2,048 B = 786,432,000 B (on a B200: 196,608,000 B)."""
+    read = (
+        batch
+        * group
+        * kv_bytes_per_sequence(model, context_tokens=context_tokens, kv_bits=kv_bits, tp=group)
+    )
+    query_heads_per_kv_head = model.num_attention_heads // model.num_kv_heads
+    if profile.decode_kv_reads_per_query_head and not model.is_mla:
+        return read * query_heads_per_kv_head
+    if profile.chunked_decode_per_query_head and model.window_chunked:
+        if not trtllm_gen_attention(gpu):
+            chunked = window_kv_bytes_per_sequence(
+                model, context_tokens=context_tokens, kv_bits=kv_bits, tp=group
+            )
+            read += batch * group * (query_heads_per_kv_head - 1) * chunked
+    return read
+
+
 def replica_throughput(
     *,
     model: ModelArch,
@@ -1471,14 +1508,10 @@ def replica_throughput(
     prefill_tokens_per_step = batch * new_input / output_tokens
     mean_tokens = input_tokens + (output_tokens + 1) // 2
     mean_context = kv_tokens_per_sequence(model, mean_tokens)
-    kv_read = (
-        batch
-        * group
-        * kv_bytes_per_sequence(model, context_tokens=mean_tokens, kv_bits=kv_bits, tp=group)
-    )
-    if profile.decode_kv_reads_per_query_head and not model.is_mla:
-        # One pass over a sequence's KV per query head, not per KV head (engines.py).
-        kv_read *= model.num_attention_heads // model.num_kv_heads
+    kv_read = decode_kv_read_bytes(
+        model=model, profile=profile, gpu=gpu, kv_bits=kv_bits, batch=batch, group=group,
+        context_tokens=mean_tokens,
+    )  # fmt: skip
     request_prefill_flops = prefill_flops(
         model=model, input_tokens=input_tokens, cached_tokens=cached_input_tokens
     )

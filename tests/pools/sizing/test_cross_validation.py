@@ -233,50 +233,6 @@ def test_the_1_0_perf_overview_moe_rows_are_scored_with_attention_dp_above_one_c
     assert all(row["attention_dp"] is True and row["ep"] == row["tp"] for row in rows)
 
 
-def test_the_published_engine_regression_names_llama_4_on_hopper_in_its_releases_only():
-    """TensorRT-LLM 0.21's notes name a Llama 4 regression on Hopper: the perf-overview's 1.0
-    Llama 4 cells on H100 / H200 match, its Llama 4 cells on B200, Qwen3 on H200 and an
-    earlier release's Llama 4 on H200 do not."""
-    maverick_h200 = _moe_row(8)
-    assert maverick_h200["engine_version"] == "1.0"
-
-    assert bench.engine_regression(maverick_h200)
-    assert bench.engine_regression(
-        {**maverick_h200, "model_ref": "llama4_scout", "gpu": "h100_sxm"}
-    )
-    assert not bench.engine_regression({**maverick_h200, "gpu": "b200"})
-    assert not bench.engine_regression({**maverick_h200, "model_ref": "qwen3_235b_a22b"})
-    assert not bench.engine_regression({**maverick_h200, "engine_version": "0.20.0"})
-    assert not bench.engine_regression({**maverick_h200, "engine_version": "1.1"})
-    assert not bench.engine_regression({**maverick_h200, "engine": "vLLM"})
-
-
-def test_regression_rows_are_scored_unless_asked_and_then_listed_as_skipped(monkeypatch):
-    rows = [_moe_row(8), {**_moe_row(8), "id": "blackwell", "gpu": "b200"}]
-    monkeypatch.setattr(bench, "_estimate", lambda request, engines: None)
-    monkeypatch.setattr(bench, "finite_run_tok_s", lambda case, estimate, engines: 1.0)
-    monkeypatch.setattr(bench, "_regime", lambda request, estimate: {})
-    monkeypatch.setattr(bench, "fit_profiles", lambda cases: {})
-
-    scored, skipped = bench.cross_validate(rows)
-    assert len(scored) == 2 and skipped == []
-
-    monkeypatch.setattr(bench, "SKIP_ENGINE_REGRESSIONS", [True])
-    scored, skipped = bench.cross_validate(rows)
-    assert [case["row"]["id"] for case in scored] == ["blackwell"]
-    assert skipped == [(rows[0]["id"], "engine release with a published regression")]
-
-
-def test_bands_are_never_written_without_the_regression_rows(monkeypatch, capsys):
-    monkeypatch.setattr("sys.argv", ["sizing.py", "--skip-engine-regressions", "--write-bands"])
-
-    with pytest.raises(SystemExit) as exit_info:
-        bench.main()
-
-    assert exit_info.value.code == 2
-    assert bench.SKIP_ENGINE_REGRESSIONS == [False]
-
-
 def test_bands_are_written_from_every_bundled_set(monkeypatch):
     # The MoE / NVFP4 / Blackwell, other-release and thread files are not in the default run
     # but are in the bands.

@@ -622,21 +622,21 @@ def test_an_nvl72_rack_lets_tensor_parallelism_span_trays():
     assert rows["b200"].tp is None
 
 
-def test_tensorrt_llm_keeps_the_whole_kv_of_llama_4s_chunked_layers():
-    """Llama 4 Scout's 36 chunked-attention layers (attention_chunk_size 8,192) keep at most a
-    chunk of KV where the engine chunks decode too, but TensorRT-LLM applies chunked attention to
-    prompts only and keeps every layer's KV to max_seq_len (its long-sequence doc,
-    resource_manager.py). 20,000 + 2,000 tokens, FP8 KV, TP 4 (2 of 8 KV heads a card):
-    2 x 128 x 2 x 1 B = 512 B per layer-token per card.
-    vLLM: (12 x 22,000 + 36 x 8,192) x 512 = 558,912 x 512 = 286,162,944 B a sequence;
-    TensorRT-LLM: 48 x 22,000 x 512 = 540,672,000 B. A sliding window (gpt-oss) is kept."""
-    from pools.sizing.engines import engine_profile
-    from pools.sizing.plan import estimate_replica, model_as_run
-
+def test_tensorrt_llm_keeps_llama_4s_chunked_kv_whole_and_decodes_it_per_query_head_on_hopper():
+    """Llama 4 Scout's 36 chunked-attention layers (attention_chunk_size 8,192; 12 global) on
+    TensorRT-LLM: every layer's KV is kept to max_seq_len (resource_manager.py), decode reads a
+    chunked layer's chunk (pull request 4693), and on a card without trtllm-gen attention the
+    XQA kernels refuse chunked attention, so MMHA reads that chunk once per query head: 40 / 8
+    = 5 passes (kernelUtils.cpp, pull request 6306). 20,000 + 2,000 tokens, FP8 KV, TP 4 (2 of 8
+    KV heads a card): 2 x 128 x 2 x 1 B = 512 B per layer-token per card.
+    Kept a sequence: vLLM (12 x 22,000 + 36 x 8,192) x 512 = 286,162,944 B; TensorRT-LLM
+    48 x 22,000 x 512 = 540,672,000 B.
+    Read per decode step, 8 sequences of mean context 20,000 + 2,001 // 2 = 21,000 on 4 cards:
+    vLLM and TensorRT-LLM on B200 32 x (12 x 21,000 + 36 x 8,192) x 512 = 8,960,606,208 B;
+    TensorRT-LLM on H200 adds 32 x 4 x 36 x 8,192 x 512 = 19,327,352,832 B: 28,287,959,040 B."""
     scout = model_preset("llama4_scout")
     common = {
         "model": scout,
-        "gpu": gpu_spec("h200_sxm"),
         "precision": "FP8",
         "kv_cache_dtype": "FP8",
         "tp": 4,
@@ -644,15 +644,17 @@ def test_tensorrt_llm_keeps_the_whole_kv_of_llama_4s_chunked_layers():
         "output_tokens": 2_000,
         "concurrency": 8,
     }
-    vllm = estimate_replica(**common, engine="vllm")
-    trt = estimate_replica(**common, engine="tensorrt-llm-pytorch")
+    h200, b200 = gpu_spec("h200_sxm"), gpu_spec("b200")
+    vllm = estimate_replica(**common, gpu=h200, engine="vllm")
+    trt = estimate_replica(**common, gpu=h200, engine="tensorrt-llm-pytorch")
+    trt_b200 = estimate_replica(**common, gpu=b200, engine="tensorrt-llm-pytorch")
 
     assert vllm.memory.kv_bytes_per_sequence_per_gpu == 286_162_944
     assert trt.memory.kv_bytes_per_sequence_per_gpu == 540_672_000
-    # The decode step reads the same whole context per sequence.
-    assert trt.throughput.kv_bytes_read_per_step > vllm.throughput.kv_bytes_read_per_step
-    gpt_oss = model_preset("gpt_oss_120b")
-    assert model_as_run(gpt_oss, engine_profile("tensorrt-llm")) is gpt_oss
+    assert trt_b200.memory.kv_bytes_per_sequence_per_gpu == 540_672_000
+    assert vllm.throughput.kv_bytes_read_per_step == 8_960_606_208
+    assert trt_b200.throughput.kv_bytes_read_per_step == 8_960_606_208
+    assert trt.throughput.kv_bytes_read_per_step == 28_287_959_040
 
 
 def test_tensorrt_llm_keeps_the_whole_kv_of_gpt_oss_sliding_layers_but_reads_the_window():
@@ -665,9 +667,6 @@ def test_tensorrt_llm_keeps_the_whole_kv_of_gpt_oss_sliding_layers_but_reads_the
     TensorRT-LLM 36 x 22,000 x 1,024 = 792,000 x 1,024 = 811,008,000 B. Read per decode step
     at batch 8, mean context 20,000 + 2,001 // 2 = 21,000 tokens, on both engines:
     8 x (18 x 21,000 + 18 x 128) x 1,024 = 8 x 380,304 x 1,024 = 3,115,450,368 B."""
-    from pools.sizing.engines import engine_profile
-    from pools.sizing.plan import estimate_replica, model_as_run
-
     gpt_oss = model_preset("gpt_oss_120b")
     common = {
         "model": gpt_oss,
@@ -687,5 +686,3 @@ def test_tensorrt_llm_keeps_the_whole_kv_of_gpt_oss_sliding_layers_but_reads_the
     assert vllm.throughput.batch == trt.throughput.batch == 8
     assert vllm.throughput.kv_bytes_read_per_step == 3_115_450_368
     assert trt.throughput.kv_bytes_read_per_step == 3_115_450_368
-    # The window stays on the model the throughput reads.
-    assert model_as_run(gpt_oss, engine_profile("tensorrt-llm")) is gpt_oss

@@ -6,7 +6,12 @@ from __future__ import annotations
 import pytest
 
 from pools.sizing import SizingInputError
-from pools.sizing.gpus import gpu_slug_for_name, gpu_specs_from_catalogue
+from pools.sizing.gpus import (
+    gpu_slug_for_name,
+    gpu_spec,
+    gpu_specs_from_catalogue,
+    trtllm_gen_attention,
+)
 from pools.sizing.memory import precision_parse
 from pools.sizing.plan import estimate_replica
 from pools.sizing.presets import model_preset
@@ -96,3 +101,24 @@ def test_an_unknown_gpu_name_is_refused():
         gpu_slug_for_name("NVIDIA Z9000")
 
     assert caught.value.data["reason"] == "unknown_gpu"
+
+
+@pytest.mark.parametrize(
+    ("slug", "expected"),
+    [
+        ("b200", True),  # SM 100
+        ("gb200", True),
+        ("b300", True),  # SM 103
+        ("gb300", True),
+        ("rtx_pro_6000_server", False),  # SM 120: XQA, as Hopper
+        ("rtx5090", False),
+        ("h200_sxm", False),
+        ("h100_sxm", False),
+        ("a100_80g_sxm", False),
+    ],
+)
+def test_tensorrt_llm_runs_trtllm_gen_attention_on_sm_100_and_103_only(slug, expected):
+    """attentionOp.h: mUseTllmGen = (mSM >= 100) && (mSM != 120) && (mSM != 121); compute
+    capabilities from NVIDIA's CUDA GPU table (B200 / GB200 10.0, B300 / GB300 10.3, RTX PRO 6000
+    Blackwell and RTX 5090 12.0, H100 / H200 9.0, A100 8.0)."""
+    assert trtllm_gen_attention(gpu_spec(slug)) is expected
