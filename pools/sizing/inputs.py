@@ -48,6 +48,7 @@ from pools.sizing.presets import (
     REQUIRED_ARCH_FIELDS,
     ModelArch,
     custom_model_arch,
+    custom_model_errors,
     model_presets,
 )
 from pools.sizing.throughput import Speculation
@@ -457,14 +458,22 @@ def _custom_model_name(value: str) -> str:
 
 def _custom_model_check(clean: dict[str, Any], refused: frozenset[str]) -> dict[str, str]:
     """Without a config.json, the fields :data:`REQUIRED_ARCH_FIELDS` must be given (a field
-    already refused, or a config.json refused, is not also "missing")."""
-    if clean.get("config") is not None or "config" in refused:
-        return {}
-    return {
-        name: "Required for a custom architecture (or give its config.json)."
-        for name in REQUIRED_ARCH_FIELDS
-        if name not in refused and clean.get(name) is None
-    }
+    already refused, or a config.json refused, is not also "missing"). Beside a refused field
+    (a typed ``hidden_size`` of -3), the faults the rest shows without it
+    (:func:`pools.sizing.presets.custom_model_errors`: the config.json's own, and the
+    contradictions of the config and the typed fields that passed that do not read a refused
+    one); with none refused, the whole architecture is checked later (:func:`_whole_errors`)."""
+    errors = {}
+    if clean.get("config") is None and "config" not in refused:
+        errors = {
+            name: "Required for a custom architecture (or give its config.json)."
+            for name in REQUIRED_ARCH_FIELDS
+            if name not in refused and clean.get(name) is None
+        }
+    if refused:
+        for name, message in custom_model_errors(clean, refused=refused).items():
+            errors.setdefault(name, message)
+    return errors
 
 
 def _known_model(value: str) -> str:
@@ -686,11 +695,7 @@ def _whole_errors(clean: Mapping[str, Any], refused: frozenset[str]) -> dict[str
         try:
             model = model_arch(clean)
         except SizingInputError as exc:
-            found = exc.data.get("errors") or {exc.data.get("field"): exc.message}
-            errors.update(
-                (f"custom_model.{field}" if field else "custom_model", message)
-                for field, message in found.items()
-            )
+            errors.update(_fault_fields(exc, _custom_model_field))
         else:
             errors.update(_model_errors(model, clean, passed))
     if passed(*DEMAND_INPUTS):
@@ -715,7 +720,7 @@ def _model_errors(
         try:
             visual = visual_of(clean, model)
         except SizingInputError as exc:
-            errors[exc.data.get("field") or "images_per_request"] = exc.message
+            errors.update(_fault_fields(exc, _visual_field))
             seen = False
     if seen and passed(*CONTEXT_INPUTS):
         context = clean["input_len"] + clean["output_len"] + (visual.tokens if visual else 0)
@@ -731,7 +736,36 @@ def _model_errors(
         try:
             speculation_of(clean, model)
         except SizingInputError as exc:
-            errors[exc.data.get("field") or "speculative_draft_tokens"] = exc.message
+            errors.update(_fault_fields(exc, _speculation_field))
+    return errors
+
+
+def _custom_model_field(field: str | None) -> str:
+    """A custom-architecture fault's field as the inputs name it: ``custom_model.<field>``."""
+    return f"custom_model.{field}" if field else "custom_model"
+
+
+def _speculation_field(field: str | None) -> str:
+    """A speculation fault's field: the plan names the inputs as they are named here
+    (:data:`SPECULATION_INPUTS`); one that names none (or another) is the draft tokens'."""
+    return field if field in SPECULATION_INPUTS else "speculative_draft_tokens"
+
+
+def _visual_field(field: str | None) -> str:
+    """A visual-load fault's field: one of :data:`MULTIMODAL_DEFAULTS`, else the images'."""
+    return field if field in MULTIMODAL_DEFAULTS else "images_per_request"
+
+
+def _fault_fields(exc: SizingInputError, field_of: Callable[[str | None], str]) -> dict[str, str]:
+    """Every field a :class:`SizingInputError` of the core names, ``{input: message}``: its
+    ``errors`` when it gathered several faults (:func:`pools.sizing.plan.speculation_from_fields`,
+    :func:`~pools.sizing.plan.visual_load_from_fields`, the custom architecture), else its lone
+    ``field``; each core field name turned into the input's by ``field_of`` (the first message
+    kept for a field named twice)."""
+    found = exc.data.get("errors") or {exc.data.get("field"): exc.message}
+    errors: dict[str, str] = {}
+    for field, message in found.items():
+        errors.setdefault(field_of(field), message)
     return errors
 
 
