@@ -684,20 +684,28 @@ def _whole_errors(clean: Mapping[str, Any], refused: frozenset[str]) -> dict[str
     architecture, images for a model that sees them, the context within the model's maximum, a
     parallel layout that divides, a sane speculation and traffic. Each check runs when every
     input it reads passed (``refused``: the inputs already at fault; ``clean``: those that
-    passed) - a check that needs the model, when the model is known - so one answer names every
-    fault the inputs show: ``{field: message}``, empty when sound."""
+    passed) - a check that needs the model, when the model is known; without it, the
+    speculation's own faults - so one answer names every fault the inputs show, each check's
+    every fault (:func:`_fault_fields`): ``{field: message}``, empty when sound."""
 
     def passed(*names: str) -> bool:
         return refused.isdisjoint(names)
 
     errors: dict[str, str] = {}
+    model = None
     if passed("model", "custom_model"):
         try:
             model = model_arch(clean)
         except SizingInputError as exc:
             errors.update(_fault_fields(exc, _custom_model_field))
-        else:
-            errors.update(_model_errors(model, clean, passed))
+    if model is not None:
+        errors.update(_model_errors(model, clean, passed))
+    elif passed(*SPECULATION_INPUTS):
+        # Without the model, the speculation's own faults: an input missing, an unknown draft.
+        try:
+            speculation_of(clean, None)
+        except SizingInputError as exc:
+            errors.update(_fault_fields(exc, _speculation_field))
     if passed(*DEMAND_INPUTS):
         try:
             demand_of(clean)
@@ -847,7 +855,9 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
     Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
     fault in one answer (custom fields as ``custom_model.<name>``, prices as
     ``prices.<slug>``): the fields' own faults and, beside them, what only the whole can tell
-    (:func:`_whole_errors`) of the inputs that passed.
+    (:func:`_whole_errors`) of the inputs that passed - a custom field refused, what the rest
+    of the architecture and its config.json tell without it (:func:`_custom_model_check`);
+    every fault a check of several inputs finds (a speculation missing two inputs names both).
     """
     if not isinstance(raw, Mapping):
         raise InvalidInput("The estimate's inputs must be a JSON object.", errors={})
@@ -887,18 +897,21 @@ def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
 def visual_of(inputs: Mapping[str, Any], model: ModelArch) -> VisualLoad | None:
     """The visual load of clean inputs' images and video (``None``: none;
     :func:`pools.sizing.plan.visual_load_from_fields`). Raises :class:`SizingInputError`
-    naming the field at fault (a text-only model: ``images_per_request``)."""
+    naming every field at fault (``errors`` when several; a text-only model:
+    ``images_per_request``)."""
     return visual_load_from_fields({name: inputs.get(name) for name in MULTIMODAL_DEFAULTS}, model)
 
 
-def speculation_of(inputs: Mapping[str, Any], model: ModelArch) -> Speculation | None:
+def speculation_of(inputs: Mapping[str, Any], model: ModelArch | None) -> Speculation | None:
     """The speculative decoding clean inputs ask for (``None``: none), with the draft model's
-    preset (:func:`pools.sizing.plan.speculation_from_fields`). Raises
-    :class:`SizingInputError` naming the field at fault."""
+    preset (:func:`pools.sizing.plan.speculation_from_fields`). ``model`` ``None``: the
+    request's model is at fault, the inputs are only checked (``None`` when they pass). Raises
+    :class:`SizingInputError` naming every field at fault (``errors`` when several)."""
     return speculation_from_fields(
         {name: inputs.get(name) for name in SPECULATION_INPUTS},
         presets=model_presets(),
         target=model,
+        target_refused=model is None,
     )
 
 

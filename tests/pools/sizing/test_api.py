@@ -589,6 +589,33 @@ def test_every_missing_speculation_input_is_answered_at_once(
     assert not SizingEstimate.objects.exists() and callbacks == []
 
 
+def test_the_speculations_own_faults_come_beside_a_refused_model(fleet, member, api_as):
+    """Qwen3-30B-A3B's config.json edited to 200 experts per token of its 128, with four draft
+    tokens alone: there is no model to speculate for, but the two inputs missing need none;
+    they were answered only once the config was fixed."""
+    config = {**QWEN3_30B_A3B_CONFIG, "num_experts_per_tok": 200}
+    body = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model": {"config": config},
+        "speculative_draft_tokens": 4,
+    }
+
+    response = api_as(member).post(URL, body, format="json")
+
+    needs = (
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft's cost "
+        "ratio (or draft model) together; "
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "custom_model.experts_per_token": ["200 experts per token is more than the 128 experts."],
+        "speculative_acceptance_rate": [needs + "speculative_acceptance_rate is missing"],
+        "speculative_draft_cost_ratio": [needs + "speculative_draft_cost_ratio is missing"],
+    }
+    assert not SizingEstimate.objects.exists()
+
+
 def test_every_check_of_the_whole_answers_at_once(fleet, member, api_as):
     """Qwen2.5-72B (dense, 64 heads, 32,768 tokens of context): 40,000 + 200 tokens, TP 3 and
     EP 2 are three faults the model tells; the first alone was answered."""
