@@ -48,6 +48,7 @@ from pools.sizing.presets import (
     REQUIRED_ARCH_FIELDS,
     ModelArch,
     custom_model_arch,
+    custom_model_errors,
     model_presets,
 )
 from pools.sizing.throughput import Speculation
@@ -457,14 +458,22 @@ def _custom_model_name(value: str) -> str:
 
 def _custom_model_check(clean: dict[str, Any], refused: frozenset[str]) -> dict[str, str]:
     """Without a config.json, the fields :data:`REQUIRED_ARCH_FIELDS` must be given (a field
-    already refused, or a config.json refused, is not also "missing")."""
-    if clean.get("config") is not None or "config" in refused:
-        return {}
-    return {
-        name: "Required for a custom architecture (or give its config.json)."
-        for name in REQUIRED_ARCH_FIELDS
-        if name not in refused and clean.get(name) is None
-    }
+    already refused, or a config.json refused, is not also "missing"). Beside a refused field
+    (a typed ``hidden_size`` of -3), the faults the rest shows without it
+    (:func:`pools.sizing.presets.custom_model_errors`: the config.json's own, and the
+    contradictions of the config and the typed fields that passed that do not read a refused
+    one); with none refused, the whole architecture is checked later (:func:`_whole_errors`)."""
+    errors = {}
+    if clean.get("config") is None and "config" not in refused:
+        errors = {
+            name: "Required for a custom architecture (or give its config.json)."
+            for name in REQUIRED_ARCH_FIELDS
+            if name not in refused and clean.get(name) is None
+        }
+    if refused:
+        for name, message in custom_model_errors(clean, refused=refused).items():
+            errors.setdefault(name, message)
+    return errors
 
 
 def _known_model(value: str) -> str:
@@ -675,24 +684,28 @@ def _whole_errors(clean: Mapping[str, Any], refused: frozenset[str]) -> dict[str
     architecture, images for a model that sees them, the context within the model's maximum, a
     parallel layout that divides, a sane speculation and traffic. Each check runs when every
     input it reads passed (``refused``: the inputs already at fault; ``clean``: those that
-    passed) - a check that needs the model, when the model is known - so one answer names every
-    fault the inputs show: ``{field: message}``, empty when sound."""
+    passed) - a check that needs the model, when the model is known; without it, the
+    speculation's own faults - so one answer names every fault the inputs show, each check's
+    every fault (:func:`_fault_fields`): ``{field: message}``, empty when sound."""
 
     def passed(*names: str) -> bool:
         return refused.isdisjoint(names)
 
     errors: dict[str, str] = {}
+    model = None
     if passed("model", "custom_model"):
         try:
             model = model_arch(clean)
         except SizingInputError as exc:
-            found = exc.data.get("errors") or {exc.data.get("field"): exc.message}
-            errors.update(
-                (f"custom_model.{field}" if field else "custom_model", message)
-                for field, message in found.items()
-            )
-        else:
-            errors.update(_model_errors(model, clean, passed))
+            errors.update(_fault_fields(exc, _custom_model_field))
+    if model is not None:
+        errors.update(_model_errors(model, clean, passed))
+    elif passed(*SPECULATION_INPUTS):
+        # Without the model, the speculation's own faults: an input missing, an unknown draft.
+        try:
+            speculation_of(clean, None)
+        except SizingInputError as exc:
+            errors.update(_fault_fields(exc, _speculation_field))
     if passed(*DEMAND_INPUTS):
         try:
             demand_of(clean)
@@ -715,7 +728,7 @@ def _model_errors(
         try:
             visual = visual_of(clean, model)
         except SizingInputError as exc:
-            errors[exc.data.get("field") or "images_per_request"] = exc.message
+            errors.update(_fault_fields(exc, _visual_field))
             seen = False
     if seen and passed(*CONTEXT_INPUTS):
         context = clean["input_len"] + clean["output_len"] + (visual.tokens if visual else 0)
@@ -731,7 +744,36 @@ def _model_errors(
         try:
             speculation_of(clean, model)
         except SizingInputError as exc:
-            errors[exc.data.get("field") or "speculative_draft_tokens"] = exc.message
+            errors.update(_fault_fields(exc, _speculation_field))
+    return errors
+
+
+def _custom_model_field(field: str | None) -> str:
+    """A custom-architecture fault's field as the inputs name it: ``custom_model.<field>``."""
+    return f"custom_model.{field}" if field else "custom_model"
+
+
+def _speculation_field(field: str | None) -> str:
+    """A speculation fault's field: the plan names the inputs as they are named here
+    (:data:`SPECULATION_INPUTS`); one that names none (or another) is the draft tokens'."""
+    return field if field in SPECULATION_INPUTS else "speculative_draft_tokens"
+
+
+def _visual_field(field: str | None) -> str:
+    """A visual-load fault's field: one of :data:`MULTIMODAL_DEFAULTS`, else the images'."""
+    return field if field in MULTIMODAL_DEFAULTS else "images_per_request"
+
+
+def _fault_fields(exc: SizingInputError, field_of: Callable[[str | None], str]) -> dict[str, str]:
+    """Every field a :class:`SizingInputError` of the core names, ``{input: message}``: its
+    ``errors`` when it gathered several faults (:func:`pools.sizing.plan.speculation_from_fields`,
+    :func:`~pools.sizing.plan.visual_load_from_fields`, the custom architecture), else its lone
+    ``field``; each core field name turned into the input's by ``field_of`` (the first message
+    kept for a field named twice)."""
+    found = exc.data.get("errors") or {exc.data.get("field"): exc.message}
+    errors: dict[str, str] = {}
+    for field, message in found.items():
+        errors.setdefault(field_of(field), message)
     return errors
 
 
@@ -813,7 +855,9 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
     Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
     fault in one answer (custom fields as ``custom_model.<name>``, prices as
     ``prices.<slug>``): the fields' own faults and, beside them, what only the whole can tell
-    (:func:`_whole_errors`) of the inputs that passed.
+    (:func:`_whole_errors`) of the inputs that passed - a custom field refused, what the rest
+    of the architecture and its config.json tell without it (:func:`_custom_model_check`);
+    every fault a check of several inputs finds (a speculation missing two inputs names both).
     """
     if not isinstance(raw, Mapping):
         raise InvalidInput("The estimate's inputs must be a JSON object.", errors={})
@@ -853,18 +897,21 @@ def model_arch(inputs: Mapping[str, Any]) -> ModelArch:
 def visual_of(inputs: Mapping[str, Any], model: ModelArch) -> VisualLoad | None:
     """The visual load of clean inputs' images and video (``None``: none;
     :func:`pools.sizing.plan.visual_load_from_fields`). Raises :class:`SizingInputError`
-    naming the field at fault (a text-only model: ``images_per_request``)."""
+    naming every field at fault (``errors`` when several; a text-only model:
+    ``images_per_request``)."""
     return visual_load_from_fields({name: inputs.get(name) for name in MULTIMODAL_DEFAULTS}, model)
 
 
-def speculation_of(inputs: Mapping[str, Any], model: ModelArch) -> Speculation | None:
+def speculation_of(inputs: Mapping[str, Any], model: ModelArch | None) -> Speculation | None:
     """The speculative decoding clean inputs ask for (``None``: none), with the draft model's
-    preset (:func:`pools.sizing.plan.speculation_from_fields`). Raises
-    :class:`SizingInputError` naming the field at fault."""
+    preset (:func:`pools.sizing.plan.speculation_from_fields`). ``model`` ``None``: the
+    request's model is at fault, the inputs are only checked (``None`` when they pass). Raises
+    :class:`SizingInputError` naming every field at fault (``errors`` when several)."""
     return speculation_from_fields(
         {name: inputs.get(name) for name in SPECULATION_INPUTS},
         presets=model_presets(),
         target=model,
+        target_refused=model is None,
     )
 
 

@@ -927,69 +927,88 @@ _EXTRA_ARCH_KEYS = (
 )
 
 
-def custom_arch_errors(fields: Mapping[str, Any]) -> dict[str, str]:
+def custom_arch_errors(
+    fields: Mapping[str, Any], *, unknown: frozenset[str] = frozenset()
+) -> dict[str, str]:
     """Every inconsistency of a custom architecture at once, ``{field: message}`` (empty when
     none): experts per token above the experts, or one without the other; KV heads that do not
     divide the attention heads; active parameters above the total; MLA's two fields apart;
     first dense layers or sliding layers beyond the layers. Fields not given are not checked.
+    ``unknown``: fields whose value is not known (typed and refused, or left to a config.json
+    that could not be read): a check that reads one of them is skipped, not run on a value
+    the user did not mean (:func:`custom_model_errors`).
     """
     errors: dict[str, str] = {}
+
+    def known(*names: str) -> bool:
+        return unknown.isdisjoint(names)
 
     def number(name: str) -> int | None:
         value = fields.get(name)
         return value if isinstance(value, int) and not isinstance(value, bool) else None
 
-    experts, per_token = number("num_experts"), number("experts_per_token")
-    if experts is not None and per_token is not None and per_token > experts:
-        errors["experts_per_token"] = (
-            f"{per_token} experts per token is more than the {experts} experts."
-        )
-    elif experts is not None and experts > 1 and per_token is None:
-        errors["experts_per_token"] = "A mixture of experts needs its experts per token."
-    elif per_token is not None and experts is None:
-        errors["num_experts"] = "Experts per token needs the number of experts."
+    if known("num_experts", "experts_per_token"):
+        errors.update(_experts_errors(number("num_experts"), number("experts_per_token")))
     heads, kv_heads = number("num_attention_heads"), number("num_kv_heads")
-    if heads and kv_heads and heads % kv_heads:
+    if known("num_attention_heads", "num_kv_heads") and heads and kv_heads and heads % kv_heads:
         errors["num_kv_heads"] = (
             f"{kv_heads} KV heads do not divide the {heads} attention heads evenly."
         )
     total, active = number("total_params"), number("active_params")
-    if total is not None and active is not None and active > total:
-        errors["total_params"] = (
-            f"The total ({total:,}) is below the active parameters ({active:,})."
-        )
-    if (number("kv_lora_rank") is None) != (number("qk_rope_head_dim") is None):
+    if known("total_params", "active_params") and total is not None and active is not None:
+        if active > total:
+            errors["total_params"] = (
+                f"The total ({total:,}) is below the active parameters ({active:,})."
+            )
+    mla = ("kv_lora_rank", "qk_rope_head_dim")
+    if known(*mla) and (number(mla[0]) is None) != (number(mla[1]) is None):
         missing = "qk_rope_head_dim" if number("kv_lora_rank") else "kv_lora_rank"
         errors[missing] = "Latent attention (MLA) needs both kv_lora_rank and qk_rope_head_dim."
     layers = number("num_layers")
     for name in ("first_k_dense_layers", "sliding_window_layers"):
         value = number(name)
-        if layers and value is not None and value > layers:
+        if known("num_layers", name) and layers and value is not None and value > layers:
             errors[name] = f"{value} is more than the {layers} layers."
-    if number("sliding_window_layers") is not None and number("sliding_window_tokens") is None:
+    window = ("sliding_window_layers", "sliding_window_tokens")
+    if known(*window) and number(window[0]) is not None and number(window[1]) is None:
         errors["sliding_window_tokens"] = "Sliding-window layers need the window's length."
     return errors
 
 
-def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> ModelArch:
-    """A custom architecture from its fields (:data:`CUSTOM_ARCH_FIELDS`, ``name``) and/or a
-    Hugging Face ``config`` (a dict, or its JSON text): the config's fields
-    (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
+def _experts_errors(experts: int | None, per_token: int | None) -> dict[str, str]:
+    """:func:`custom_arch_errors`' check of the routed experts and the experts per token."""
+    if experts is not None and per_token is not None and per_token > experts:
+        return {
+            "experts_per_token": f"{per_token} experts per token is more than the {experts} "
+            "experts."
+        }
+    if experts is not None and experts > 1 and per_token is None:
+        return {"experts_per_token": "A mixture of experts needs its experts per token."}
+    if per_token is not None and experts is None:
+        return {"num_experts": "Experts per token needs the number of experts."}
+    return {}
 
-    Raises :class:`SizingInputError`: ``invalid_json`` (field ``config``) for unreadable config
-    text, or text nested deeper than 64 levels; ``not_an_object`` (field ``config``) for config
-    text that is JSON but no object (``null`` included: not read as "no config"); the config
-    reader's errors; ``missing`` (field
-    named) for a required field that neither gives; ``inconsistent`` with ``errors``
-    ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
-    first of them).
-    """
-    if not isinstance(custom, Mapping):
-        raise SizingInputError(
-            "a custom model is an object of architecture fields", reason="not_an_object",
-            field="custom_model",
-        )  # fmt: skip
-    fields: dict[str, Any] = {}
+
+#: Fields :class:`ModelArch` takes only as positive whole numbers (when given): a config.json
+#: may give 0 (its counts are checked only as whole numbers from 0, ``_check_whole_numbers``).
+_POSITIVE_ARCH_FIELDS = (
+    *(name for name in _POSITIVE_FIELDS if name not in ("total_params", "active_params")),
+    "num_experts",
+    "experts_per_token",
+    "sliding_window_tokens",
+    "dense_intermediate_size",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+)
+
+
+def custom_config_fields(custom: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The architecture fields a custom model's ``config`` gives
+    (:func:`arch_fields_from_hf_config`, those it leaves ``None`` left out), ``None`` without a
+    config. ``config``: a dict or its JSON text. Raises :class:`SizingInputError` (field
+    ``config``): ``invalid_json`` for unreadable text or text nested deeper than 64 levels;
+    ``not_an_object`` for JSON that is no object (``null`` included: not read as "no config");
+    the config reader's errors."""
     config = custom.get("config")
     if isinstance(config, str):
         try:
@@ -1000,10 +1019,76 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
             ) from None
         if not isinstance(config, Mapping):  # pasted null: no config, and no fields either
             raise _config_not_an_object(config)
-    if config is not None:
-        fields.update(
-            {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}
-        )
+    if config is None:
+        return None
+    return {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}
+
+
+def custom_model_errors(custom: Mapping[str, Any], *, refused: frozenset[str]) -> dict[str, str]:
+    """The faults a custom model shows beside the fields of it already refused, ``{field:
+    message}`` (empty when none): what can be told without the values the user meant there.
+
+    ``custom``: the fields that passed (``config`` and :data:`CUSTOM_ARCH_FIELDS`, ``None``
+    where not given); ``refused``: the names of those that did not (a typed ``hidden_size`` of
+    -3). The rule - no check runs on a value the user did not give:
+
+    - the config.json alone: its reading (:func:`custom_config_fields`: unreadable JSON, no
+      object, state-space or linear-attention layers, a count that is no whole number, a
+      required key missing, per-layer lists of another length, an MoE step of 0, a KV
+      quantisation not costed), each independent of the typed fields, under ``config``;
+    - the architecture the config and the typed fields that passed make (a typed field over
+      the config's): :func:`custom_arch_errors`, each check only when none of the fields it
+      reads is unknown - refused, or, when the config could not be read, neither typed nor
+      counted (the config would have given it); and a count of 0 that :class:`ModelArch`
+      refuses (only a config gives one: typed counts are at least 1), in its words.
+
+    What needs the whole architecture (the parameter count: routed experts outweighing the
+    total) waits for every field to pass: :func:`custom_model_arch` then tells it."""
+    errors: dict[str, str] = {}
+    config_read = "config" not in refused
+    config_fields: dict[str, Any] = {}
+    if config_read:
+        try:
+            config_fields = custom_config_fields(custom) or {}
+        except SizingInputError as exc:
+            errors["config"] = exc.message
+            config_read = False
+    typed = {
+        name: custom[name]
+        for name in CUSTOM_ARCH_FIELDS
+        if name not in refused and custom.get(name) is not None
+    }
+    unknown = set(refused)
+    if not config_read:
+        unknown.update(name for name in CUSTOM_ARCH_FIELDS if name not in typed)
+    fields = {**config_fields, **typed}
+    unknown_now = frozenset(unknown)
+    for name in _POSITIVE_ARCH_FIELDS:
+        value = fields.get(name)
+        if name not in unknown_now and isinstance(value, int) and value < 1:
+            errors.setdefault(name, f"{name} must be a positive integer, got {value!r}")
+    for name, message in custom_arch_errors(fields, unknown=unknown_now).items():
+        errors.setdefault(name, message)
+    return errors
+
+
+def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> ModelArch:
+    """A custom architecture from its fields (:data:`CUSTOM_ARCH_FIELDS`, ``name``) and/or a
+    Hugging Face ``config`` (a dict, or its JSON text): the config's fields
+    (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
+
+    Raises :class:`SizingInputError`: the config's own errors (field ``config``,
+    :func:`custom_config_fields`); ``missing`` (field named) for a required field that neither
+    gives; ``inconsistent`` with ``errors``
+    ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
+    first of them).
+    """
+    if not isinstance(custom, Mapping):
+        raise SizingInputError(
+            "a custom model is an object of architecture fields", reason="not_an_object",
+            field="custom_model",
+        )  # fmt: skip
+    fields: dict[str, Any] = custom_config_fields(custom) or {}
     for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
         if custom.get(key) is not None:
             fields[key] = custom[key]

@@ -496,6 +496,126 @@ def test_a_pasted_config_jsons_contradictions_come_with_the_plain_fields_errors(
     assert not SizingEstimate.objects.exists() and callbacks == []
 
 
+def test_a_bad_typed_field_comes_with_the_pasted_config_jsons_contradiction(
+    fleet, member, api_as, django_capture_on_commit_callbacks
+):
+    """Issue 34: a typed hidden size of -3 hid the pasted config.json's own contradiction
+    (Qwen3-30B-A3B's config edited to 10 experts per token of 8 experts): the whole
+    architecture was checked only once every typed field passed. The experts' check reads
+    neither the hidden size nor anything typed, so it is answered beside it."""
+    config = {**QWEN3_30B_A3B_CONFIG, "num_experts": 8, "num_experts_per_tok": 10}
+    body = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model": {"hidden_size": -3, "config": json.dumps(config)},
+    }
+
+    response, callbacks = _create(api_as(member), body, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    assert response.json()["errors"] == {
+        "custom_model.hidden_size": ["Must be at least 1."],
+        "custom_model.experts_per_token": ["10 experts per token is more than the 8 experts."],
+    }
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+    assert callbacks == []
+
+
+def test_beside_a_bad_typed_field_only_the_checks_that_do_not_read_it_are_answered(
+    fleet, member, api_as
+):
+    """Typed attention heads of -3 over Qwen3-30B-A3B's config.json (32 heads) edited to 5 KV
+    heads and 200 experts per token of its 128: whether 5 KV heads divide the heads depends on
+    the heads the user meant, so it waits; the experts' contradiction is the config's own."""
+    config = {**QWEN3_30B_A3B_CONFIG, "num_key_value_heads": 5, "num_experts_per_tok": 200}
+    body = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model": {"num_attention_heads": "-3", "config": config},
+    }
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "custom_model.num_attention_heads": ["Must be at least 1."],
+        "custom_model.experts_per_token": ["200 experts per token is more than the 128 experts."],
+    }
+    assert not SizingEstimate.objects.exists()
+
+
+def test_a_bad_typed_field_comes_with_a_config_json_of_state_space_layers(fleet, member, api_as):
+    """A config.json with Mamba layers (``mamba_d_state``) is refused whatever is typed: its
+    refusal came only once the typed hidden size "wide" was fixed."""
+    config = {**QWEN3_30B_A3B_CONFIG, "mamba_d_state": 16}
+    body = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model": {"hidden_size": "wide", "config": config},
+    }
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "custom_model.hidden_size": ["Enter a whole number."],
+        "custom_model.config": [
+            "the config.json's mamba_d_state mark state-space or linear-attention layers, which "
+            "this sizing model cannot cost (it counts attention KV caches and weight streams)"
+        ],
+    }
+    assert not SizingEstimate.objects.exists()
+
+
+def test_every_missing_speculation_input_is_answered_at_once(
+    fleet, member, api_as, django_capture_on_commit_callbacks
+):
+    """Four draft tokens without the acceptance rate or the draft's cost ratio (nor a draft
+    model): both are missing, and the API named only the first."""
+    body = {**QWEN_72B, "speculative_draft_tokens": 4}
+
+    response, callbacks = _create(api_as(member), body, django_capture_on_commit_callbacks)
+
+    needs = (
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft's cost "
+        "ratio (or draft model) together; "
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "speculative_acceptance_rate": [needs + "speculative_acceptance_rate is missing"],
+        "speculative_draft_cost_ratio": [needs + "speculative_draft_cost_ratio is missing"],
+    }
+    assert not SizingEstimate.objects.exists() and callbacks == []
+
+
+def test_the_speculations_own_faults_come_beside_a_refused_model(fleet, member, api_as):
+    """Qwen3-30B-A3B's config.json edited to 200 experts per token of its 128, with four draft
+    tokens alone: there is no model to speculate for, but the two inputs missing need none;
+    they were answered only once the config was fixed."""
+    config = {**QWEN3_30B_A3B_CONFIG, "num_experts_per_tok": 200}
+    body = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model": {"config": config},
+        "speculative_draft_tokens": 4,
+    }
+
+    response = api_as(member).post(URL, body, format="json")
+
+    needs = (
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft's cost "
+        "ratio (or draft model) together; "
+    )
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "custom_model.experts_per_token": ["200 experts per token is more than the 128 experts."],
+        "speculative_acceptance_rate": [needs + "speculative_acceptance_rate is missing"],
+        "speculative_draft_cost_ratio": [needs + "speculative_draft_cost_ratio is missing"],
+    }
+    assert not SizingEstimate.objects.exists()
+
+
 def test_every_check_of_the_whole_answers_at_once(fleet, member, api_as):
     """Qwen2.5-72B (dense, 64 heads, 32,768 tokens of context): 40,000 + 200 tokens, TP 3 and
     EP 2 are three faults the model tells; the first alone was answered."""

@@ -940,6 +940,58 @@ def test_saving_lists_every_error_at_once_and_writes_nothing(fleet, alice_page):
     assert not SizingEstimate.objects.exists()
 
 
+def test_a_bad_typed_field_and_the_pasted_config_jsons_contradiction_are_listed_at_once(
+    fleet, member_page
+):
+    """Issue 34: a hidden size of -3 typed over a pasted config.json (Qwen3-30B-A3B's, edited
+    to 10 experts per token of 8 experts) listed only the hidden size; the config's
+    contradiction showed once that was fixed."""
+    config = json.loads(
+        (FIXTURES_DIR / "hf_configs" / "qwen3_30b_a3b.json").read_text(encoding="utf-8")
+    )
+    config.update(num_experts=8, num_experts_per_tok=10)
+    fields = {
+        **QWEN_72B,
+        "model": "custom",
+        "custom_model.hidden_size": "-3",
+        "custom_model.config": json.dumps(config),
+    }
+
+    html = _htmx(member_page, "/sizing/", fields, method="post").content.decode()
+
+    assert "Fix these inputs" in html
+    assert sorted(_error_list(html)) == [
+        '<li data-field="custom_model.experts_per_token"><strong>Experts per token (MoE) (from '
+        "the config.json)</strong>: 10 experts per token is more than the 8 experts.</li>",
+        '<li data-field="custom_model.hidden_size"><strong>Hidden size (custom '
+        "architecture)</strong>: Must be at least 1.</li>",
+    ]
+    assert "request-cards" not in html
+
+
+def test_saving_lists_every_missing_speculation_input_and_writes_nothing(fleet, alice_page):
+    """Four draft tokens alone: the acceptance rate and the draft's cost ratio are both
+    missing, each in the form's words; the list named only the first."""
+    fields = {**QWEN_72B, "speculative_draft_tokens": "4"}
+
+    response = _htmx(alice_page, "/sizing/save/", fields, method="post")
+
+    needs = (
+        "speculative decoding needs the draft tokens, the acceptance rate and the draft&#x27;s "
+        "cost ratio (or draft model) together; "
+    )
+    assert response.status_code == 200
+    assert sorted(_error_list(response.content.decode())) == [
+        '<li data-field="speculative_acceptance_rate"><strong>Acceptance rate</strong>: '
+        + needs
+        + "Acceptance rate is missing</li>",
+        '<li data-field="speculative_draft_cost_ratio"><strong>Draft cost ratio</strong>: '
+        + needs
+        + "Draft cost ratio is missing</li>",
+    ]
+    assert not SizingEstimate.objects.exists()
+
+
 def test_an_error_names_the_inputs_it_mentions_as_the_form_labels_them(fleet, member_page):
     """The core's messages name inputs by the API's names ("speculative_draft_cost_ratio is
     missing"); on the page they read as the form's labels, the ``data-field`` keeps the name."""

@@ -8,7 +8,13 @@ from pathlib import Path
 import pytest
 
 from pools.sizing import SizingInputError
-from pools.sizing.presets import ModelArch, model_params_from_config, model_preset, model_presets
+from pools.sizing.presets import (
+    ModelArch,
+    custom_model_errors,
+    model_params_from_config,
+    model_preset,
+    model_presets,
+)
 
 REQUIRED = {
     "llama2_7b": "Llama-2-7B",
@@ -277,3 +283,38 @@ def test_deepseek_v3_by_hand():
     assert v3.expert_params == 58 * 256 * per_expert
     assert v3.total_params - v3.active_params == 58 * (256 - 8) * per_expert
     assert (v3.kv_lora_rank, v3.qk_rope_head_dim, v3.head_dim) == (512, 64, 192)
+
+
+@pytest.mark.parametrize(
+    ("custom", "refused", "errors"),
+    [
+        # an unreadable config.json: the typed fields that passed are checked among themselves
+        # (10 experts per token of 8), a check reading a field the config would have given
+        # is not (experts per token typed, the experts left to the config)
+        ({"config": "{bad", "num_experts": 8, "experts_per_token": 10},
+         {"hidden_size"},
+         {"config": "the config.json is not valid JSON: Expecting property name enclosed in "
+                    "double quotes: line 1 column 2 (char 1)",
+          "experts_per_token": "10 experts per token is more than the 8 experts."}),
+        ({"config": "{bad", "experts_per_token": 10},
+         {"hidden_size"},
+         {"config": "the config.json is not valid JSON: Expecting property name enclosed in "
+                    "double quotes: line 1 column 2 (char 1)"}),
+        # a config's 0 KV heads, in ModelArch's words; its 5 KV heads of 32 are not checked
+        # against typed heads that were refused
+        ({"config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 4,
+                     "num_key_value_heads": 0, "intermediate_size": 128, "vocab_size": 100,
+                     "max_position_embeddings": 512}},
+         {"hidden_size"},
+         {"num_kv_heads": "num_kv_heads must be a positive integer, got 0"}),
+        ({"config": {"num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 32,
+                     "num_key_value_heads": 5, "intermediate_size": 128, "vocab_size": 100,
+                     "max_position_embeddings": 512}},
+         {"num_attention_heads"},
+         {}),
+    ],
+)  # fmt: skip
+def test_custom_model_errors_beside_refused_fields_read_no_value_the_user_did_not_mean(
+    custom, refused, errors
+):
+    assert custom_model_errors(custom, refused=frozenset(refused)) == errors

@@ -631,9 +631,15 @@ def test_absent_targets_take_the_defaults_and_null_targets_are_not_checked(fleet
                "custom_model.intermediate_size", "custom_model.vocab_size",
                "custom_model.max_context_tokens"),
               "Required for a custom architecture (or give its config.json).")}),
+        # with a config.json none is "required"; the config's own fault (it lacks five of the
+        # keys it must give, whatever is typed) comes beside the bad field (issue 34)
         ({"model": "custom", "custom_model": {"config": {"num_hidden_layers": 2},
                                               "num_layers": "x"}},
-         {"custom_model.num_layers": "Enter a whole number."}),
+         {"custom_model.num_layers": "Enter a whole number.",
+          "custom_model.config": "the config.json lacks hidden_size (hidden_size / n_embd / "
+          "d_model); num_attention_heads (num_attention_heads / n_head); vocab_size "
+          "(vocab_size); max_context_tokens (max_position_embeddings / max_sequence_length); "
+          "intermediate_size (intermediate_size / ffn_dim / n_inner)"}),
     ],
 )  # fmt: skip
 def test_each_kind_of_bad_input_has_its_message(fleet, change, errors):
