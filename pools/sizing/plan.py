@@ -14,7 +14,7 @@ from pools.sizing import SizingInputError, SizingWarning
 from pools.sizing.band import ErrorBand, error_band
 from pools.sizing.demand import Demand, cards_for_rate, replicas_for_demand
 from pools.sizing.engines import EngineProfile, batch_cap, engine_profile, with_fitted
-from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec, node_gpus
+from pools.sizing.gpus import NVLINK_DOMAIN_GPUS, GpuSpec, node_gpus, trtllm_gen_attention
 from pools.sizing.memory import (
     MemoryEstimate,
     Precision,
@@ -164,6 +164,33 @@ def _speculation_warnings(throughput: ThroughputEstimate) -> list[SizingWarning]
             f"Speculative decoding is not credited: at {throughput.batch:g} sequences in flight "
             "verifying the draft tokens costs more than they save (seeds/000 §3.3: it pays "
             "only with compute to spare).",
+        )
+    ]
+
+
+def _chunked_decode_warnings(
+    *, model: ModelArch, gpu: GpuSpec, profile: EngineProfile, throughput: ThroughputEstimate
+) -> list[SizingWarning]:
+    """``chunked_decode_mmha`` where the engine decodes the model's chunked-attention layers
+    once per query head on this card (``EngineProfile.chunked_decode_per_query_head``,
+    ``pools.sizing.gpus.trtllm_gen_attention``): Llama 4 on TensorRT-LLM on Hopper."""
+    if not (
+        profile.chunked_decode_per_query_head
+        and model.window_chunked
+        and model.sliding_window_tokens
+        and not trtllm_gen_attention(gpu)
+    ):
+        return []
+    passes = model.num_attention_heads // model.num_kv_heads
+    return [
+        SizingWarning(
+            "chunked_decode_mmha",
+            f"On {gpu.name} TensorRT-LLM decodes {model.name}'s {model.window_layers} "
+            "chunked-attention layers on its masked multi-head attention kernel (its XQA "
+            f"kernels refuse chunked attention), which reads their KV cache {passes} times, once "
+            f"per query head: attention is {throughput.attention_ms:.1f} ms of every "
+            f"{throughput.step_ms:.1f} ms decode step. B200, B300, GB200 and GB300 (trtllm-gen "
+            "kernels) and vLLM or SGLang read it once.",
         )
     ]
 
@@ -421,6 +448,9 @@ def estimate_replica(
         warnings += _tp_warnings(gpu=gpu, tp=tp, throughput=throughput)
         warnings += _speculation_warnings(throughput)
         warnings += _compute_warnings(runs, gpu)
+        warnings += _chunked_decode_warnings(
+            model=model, gpu=gpu, profile=profile, throughput=throughput
+        )
     else:
         warnings.append(_does_not_fit(memory, gpu, concurrency))
     band = None

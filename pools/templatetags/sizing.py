@@ -82,6 +82,7 @@ WARNING_LABELS = {
     "context_too_long": "context too long",
     "engine_version": "engine version",
     "speculation_not_credited": "speculation not credited",
+    "chunked_decode_mmha": "slow chunked-attention decode",
 }
 """Readable names of :class:`pools.sizing.SizingWarning` codes (the code stays in the API, the
 CSV and the badge's ``data-code``)."""

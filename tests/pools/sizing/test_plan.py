@@ -686,3 +686,34 @@ def test_tensorrt_llm_keeps_the_whole_kv_of_gpt_oss_sliding_layers_but_reads_the
     assert vllm.throughput.batch == trt.throughput.batch == 8
     assert vllm.throughput.kv_bytes_read_per_step == 3_115_450_368
     assert trt.throughput.kv_bytes_read_per_step == 3_115_450_368
+
+
+def test_llama_4_on_tensorrt_llm_warns_of_its_mmha_decode_on_hopper_only():
+    """The chunked layers' decode on MMHA is said where it happens (H200 on TensorRT-LLM), with
+    the passes (40 query heads / 8 KV heads = 5) and the layers (36), and not on a B200, on vLLM
+    or for a model without chunked attention."""
+    common = {
+        "precision": "FP8",
+        "kv_cache_dtype": "FP8",
+        "tp": 4,
+        "input_tokens": 1_000,
+        "output_tokens": 1_000,
+        "concurrency": 64,
+    }
+    scout, h200 = model_preset("llama4_scout"), gpu_spec("h200_sxm")
+
+    def codes(**kwargs):
+        return [w.code for w in estimate_replica(**{**common, **kwargs}).warnings]
+
+    warned = estimate_replica(**common, model=scout, gpu=h200, engine="tensorrt-llm-pytorch")
+    (warning,) = [w for w in warned.warnings if w.code == "chunked_decode_mmha"]
+    assert "36 chunked-attention layers" in warning.message
+    assert "5 times, once per query head" in warning.message
+    assert f"{warned.throughput.attention_ms:.1f} ms of every" in warning.message
+    assert "chunked_decode_mmha" not in codes(
+        model=scout, gpu=gpu_spec("b200"), engine="tensorrt-llm-pytorch"
+    )
+    assert "chunked_decode_mmha" not in codes(model=scout, gpu=h200, engine="vllm")
+    assert "chunked_decode_mmha" not in codes(
+        model=model_preset("qwen3_235b_a22b"), gpu=h200, engine="tensorrt-llm-pytorch"
+    )
