@@ -717,3 +717,36 @@ def test_llama_4_on_tensorrt_llm_warns_of_its_mmha_decode_on_hopper_only():
     assert "chunked_decode_mmha" not in codes(
         model=model_preset("qwen3_235b_a22b"), gpu=h200, engine="tensorrt-llm-pytorch"
     )
+
+
+def test_a_plan_row_states_its_estimate_and_warnings_at_the_batch_it_runs():
+    """A TPOT target of 50 ms holds Llama 4 Scout (FP8, TensorRT-LLM, H200, TP 4) to fewer
+    sequences than fit; the row's estimate and its warnings describe that batch, not the
+    saturated one: the MMHA warning quotes the chosen step's attention and step milliseconds,
+    the KV total is the chosen batch's sequences x their KV, and the band is the row's."""
+    result = sizing_plan(
+        model=model_preset("llama4_scout"),
+        gpus=[gpu_spec("h200_sxm")],
+        precision="FP8",
+        kv_cache_dtype="FP8",
+        input_tokens=2_000,
+        output_tokens=500,
+        demand=demand_from_output_rate(output_tok_s=20_000, input_tokens=2_000, output_tokens=500),
+        tpot_target_ms=50,
+        engine="tensorrt-llm-pytorch",
+        tp=4,
+    )
+    (row,) = result.rows
+    estimate = row.estimate
+    step = estimate.throughput
+    assert step.tpot_ms <= 50
+    assert step.batch < estimate.memory.max_sequences  # fewer than fit
+    (warning,) = [w for w in row.warnings if w.code == "chunked_decode_mmha"]
+    assert f"attention is {step.attention_ms:.1f} ms of every {step.step_ms:.1f} ms" in (
+        warning.message
+    )
+    assert warning in estimate.warnings
+    assert estimate.memory.sequences == math.ceil(step.batch)
+    # KV per card: sequences x 48 layers x 2,500 tokens x 2 KV heads x 128 x 2 x 1 B (FP8).
+    assert estimate.memory.kv_cache_bytes_per_gpu == math.ceil(step.batch) * 48 * 2_500 * 512
+    assert estimate.band == row.band
