@@ -65,9 +65,20 @@
       Array.from(document.querySelectorAll("#results [data-field]")).map((li) => li.dataset.field)
     );
     form.querySelectorAll("input[name], select[name], textarea[name]").forEach((input) => {
-      if (bad.has(input.name)) input.setAttribute("aria-invalid", "true");
-      else input.removeAttribute("aria-invalid");
+      if (bad.has(input.name)) {
+        input.setAttribute("aria-invalid", "true");
+        // An input at fault inside a folded section (prices, parallelism ...) is shown.
+        const section = input.closest("details");
+        if (section) section.open = true;
+      } else input.removeAttribute("aria-invalid");
     });
+    // On a phone the list sits below the whole form: the form's top says how many and links it.
+    const banner = document.getElementById("sizing-error-banner");
+    if (!banner) return;
+    const count = document.querySelectorAll("#results .errorlist > li").length;
+    banner.hidden = count === 0;
+    const link = banner.querySelector("a");
+    if (link) link.textContent = count + (count === 1 ? " input" : " inputs") + " to fix";
   }
 
   let chart = null;

@@ -632,3 +632,43 @@ def test_a_field_the_browser_refuses_says_the_results_were_not_recomputed(signed
     page.fill("input[name=input_len]", "2000")
     expect(note).to_have_count(0)
     assert len(posts) >= 1
+
+
+def test_on_a_phone_the_form_top_counts_the_inputs_to_fix_and_opens_their_section(
+    signed_in, live_server
+):
+    """At 390 px the error list sits below the whole form: the form's top says how many inputs
+    to fix and links the list, and an input at fault in a folded section is shown (speculative
+    decoding given its draft tokens alone: the acceptance rate and the cost ratio missing)."""
+    inference_fleet()
+    page = signed_in
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.goto(f"{live_server.url}/sizing/")
+    banner = page.locator("#sizing-error-banner")
+    expect(banner).to_be_hidden()
+
+    page.click("#speculation summary")
+    page.fill("input[name=speculative_draft_tokens]", "4")
+    page.locator("input[name=speculative_draft_tokens]").dispatch_event("change")
+    expect(page.locator("#sizing-errors li")).to_have_count(2)
+    page.click("#speculation summary")  # folded again, the faults still there
+    expect(page.locator("#speculation")).not_to_have_attribute("open", "")
+    page.fill("input[name=input_len]", "1500")
+    page.locator("input[name=input_len]").dispatch_event("change")
+
+    expect(page.locator("#speculation")).to_have_attribute("open", "")
+    expect(page.locator("input[name=speculative_acceptance_rate]")).to_have_attribute(
+        "aria-invalid", "true"
+    )
+    page.evaluate("window.scrollTo(0, 0)")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("2 inputs to fix")
+    assert banner.bounding_box()["y"] < 844  # in the first screen, above the form's inputs
+    banner.locator("a").click()
+    expect(page.locator("#sizing-errors")).to_be_in_viewport()
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+
+    page.fill("input[name=speculative_draft_tokens]", "")
+    page.locator("input[name=speculative_draft_tokens]").dispatch_event("change")
+    expect(page.locator("#sizing-errors")).to_have_count(0)
+    expect(banner).to_be_hidden()
