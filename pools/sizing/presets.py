@@ -32,6 +32,15 @@ _POSITIVE_FIELDS = (
     "total_params",
     "active_params",
 )
+#: Optional counts of :class:`ModelArch`: positive whole numbers when given.
+_OPTIONAL_POSITIVE_FIELDS = (
+    "num_experts",
+    "experts_per_token",
+    "sliding_window_tokens",
+    "dense_intermediate_size",
+    "kv_lora_rank",
+    "qk_rope_head_dim",
+)
 
 
 def _require_positive_int(name: str, value: Any) -> None:
@@ -112,16 +121,7 @@ class ModelArch:
         """Required fields > 0, optional ones > 0 when given, shared/dense counts >= 0."""
         for name in _POSITIVE_FIELDS:
             _require_positive_int(name, getattr(self, name))
-        for name in (
-            "num_experts",
-            "experts_per_token",
-            "sliding_window_tokens",
-            "dense_intermediate_size",
-            "kv_lora_rank",
-            "qk_rope_head_dim",
-            "moe_layer_interval",
-            "fp8_weight_block",
-        ):
+        for name in (*_OPTIONAL_POSITIVE_FIELDS, "moe_layer_interval", "fp8_weight_block"):
             if getattr(self, name) is not None:
                 _require_positive_int(name, getattr(self, name))
         for name in ("num_shared_experts", "first_k_dense_layers"):
@@ -993,12 +993,7 @@ def _experts_errors(experts: int | None, per_token: int | None) -> dict[str, str
 #: may give 0 (its counts are checked only as whole numbers from 0, ``_check_whole_numbers``).
 _POSITIVE_ARCH_FIELDS = (
     *(name for name in _POSITIVE_FIELDS if name not in ("total_params", "active_params")),
-    "num_experts",
-    "experts_per_token",
-    "sliding_window_tokens",
-    "dense_intermediate_size",
-    "kv_lora_rank",
-    "qk_rope_head_dim",
+    *_OPTIONAL_POSITIVE_FIELDS,
 )
 
 
