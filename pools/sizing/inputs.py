@@ -50,6 +50,8 @@ from pools.sizing.presets import (
     custom_model_arch,
     custom_model_errors,
     model_presets,
+    non_finite_message,
+    non_finite_paths,
 )
 from pools.sizing.throughput import Speculation
 from pools.sizing.vision import VisualLoad
@@ -325,13 +327,21 @@ class Boolean(Input):
 
 @dataclass(frozen=True, kw_only=True)
 class Json(Input):
-    """Any JSON value (an object, or text to be read later), kept as given."""
+    """Any JSON value (an object, or text to be read later), kept as given. A NaN or an
+    infinity anywhere in it is refused naming where (:func:`non_finite_paths`: a number such
+    as ``1e999`` arrives as infinity, which the database's JSON refuses); ``what`` names the
+    value in that refusal."""
+
+    what: str = "The value"
 
     def clean(self, value: Any, known: Known) -> Any:
         try:
             json.dumps(value)
         except (TypeError, ValueError) as exc:
             raise FieldError("Value must be valid JSON.") from exc
+        bad = non_finite_paths(value)
+        if bad:
+            raise FieldError(non_finite_message(bad, self.what))
         return value
 
 
@@ -498,7 +508,7 @@ CUSTOM_MODEL = Group(
     description=CUSTOM_MODEL_DESCRIPTION,
     parts={
         "name": Text(allow_blank=True, default="Custom model", then=_custom_model_name),
-        "config": Json(nullable=True),
+        "config": Json(nullable=True, what="The config.json"),
         **{name: _arch_input(name) for name in CUSTOM_ARCH_FIELDS},
     },
 )

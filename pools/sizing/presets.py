@@ -8,6 +8,7 @@ cited per field in ``models.json``. Preset ids are the model ids of the shared s
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -703,6 +704,38 @@ def _as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def non_finite_paths(value: Any, path: str = "") -> list[str]:
+    """Where a parsed JSON value holds a NaN or an infinity, as dotted paths (``rope_theta``,
+    ``rope_scaling.factor``, ``layer_types.3``; ``""`` for ``value`` itself), in document order.
+    Python's JSON reader takes ``NaN`` / ``Infinity`` and reads a number beyond a float's range
+    (``1e999``) as infinity; JSON itself has neither, so what holds one can be neither stored
+    (PostgreSQL's jsonb, SQLite's JSON_VALID refuse it) nor written back (``allow_nan=False``)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [path]
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return []
+    found = []
+    for key, inner in items:
+        found.extend(non_finite_paths(inner, f"{path}.{key}" if path else str(key)))
+    return found
+
+
+def non_finite_message(paths: list[str], what: str = "") -> str:
+    """The refusal of JSON holding NaN or infinity at ``paths`` (:func:`non_finite_paths`):
+    ``what`` names the document (``"the config.json"``), the paths are quoted in it."""
+    where = ", ".join(p or "(the value itself)" for p in paths[:5])
+    more = f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+    return (
+        f"{what or 'The value'} holds a number that is not finite at {where}{more}: a number "
+        "beyond a float's range (above about 1.8e308, e.g. 1e999) reads as infinity, and JSON "
+        "has no infinity or NaN; give a finite number."
+    )
+
+
 def _config_not_an_object(config: Any) -> SizingInputError:
     """The refusal of a config.json that is valid JSON but no object (``null``, a list, a
     number): said as what a config.json is, not as the fields a ``null`` leaves missing
@@ -1008,7 +1041,8 @@ def custom_config_fields(custom: Mapping[str, Any]) -> dict[str, Any] | None:
     config. ``config``: a dict or its JSON text. Raises :class:`SizingInputError` (field
     ``config``): ``invalid_json`` for unreadable text or text nested deeper than 64 levels;
     ``not_an_object`` for JSON that is no object (``null`` included: not read as "no config");
-    the config reader's errors."""
+    ``not_finite`` for a NaN or an infinity anywhere in it (:func:`non_finite_paths`); the
+    config reader's errors."""
     config = custom.get("config")
     if isinstance(config, str):
         try:
@@ -1019,6 +1053,11 @@ def custom_config_fields(custom: Mapping[str, Any]) -> dict[str, Any] | None:
             ) from None
         if not isinstance(config, Mapping):  # pasted null: no config, and no fields either
             raise _config_not_an_object(config)
+    bad = non_finite_paths(config)
+    if bad:  # pasted text reads 1e999 and NaN as floats: never stored, never written back
+        raise SizingInputError(
+            non_finite_message(bad, "the config.json"), reason="not_finite", field="config"
+        )
     if config is None:
         return None
     return {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}

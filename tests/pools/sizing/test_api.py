@@ -671,3 +671,53 @@ def test_the_api_names_inputs_by_their_field_names_in_its_messages(fleet, member
             "cost ratio (or draft model) together; speculative_draft_cost_ratio is missing"
         ]
     }
+
+
+def _post_text(client, text: str, capture):
+    """A body sent as written: the test client's JSON renderer refuses an infinity itself."""
+    with capture(execute=False) as callbacks:
+        response = client.post(URL, text, content_type="application/json")
+    return response, callbacks
+
+
+@pytest.mark.parametrize(
+    ("config_text", "where"),
+    [
+        ('"rope_theta": 1e999', "rope_theta"),
+        ('"rope_scaling": {"factor": -1e400}', "rope_scaling.factor"),
+    ],
+)
+def test_a_config_number_beyond_a_float_is_400_and_writes_nothing(
+    fleet, member, api_as, config_text, where, django_capture_on_commit_callbacks
+):
+    """``1e999`` parses as infinity (float('1e999') == inf), which the JSON column refuses on
+    save: a 500 (IntegrityError, JSON_VALID) after the inputs had passed."""
+    client = api_as(member)
+    client.raise_request_exception = False
+    config = json.dumps(QWEN3_30B_A3B_CONFIG)[:-1] + ", " + config_text + "}"
+    body = json.dumps({**QWEN_72B, "model": "custom", "custom_model": {"config": "@"}})
+    text = body.replace('"@"', config)
+
+    response, callbacks = _post_text(client, text, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    (message,) = response.json()["errors"]["custom_model.config"]
+    assert message.startswith(f"The config.json holds a number that is not finite at {where}:")
+    assert list(response.json()["errors"]) == ["custom_model.config"]
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+    assert callbacks == []
+
+
+def test_a_pasted_config_text_with_infinity_is_400_naming_it(fleet, member, api_as):
+    """The config.json as text: Python's reader takes ``Infinity`` and ``1e999`` alike."""
+    for spelled in ("1e999", "Infinity", "NaN"):
+        config = json.dumps(QWEN3_30B_A3B_CONFIG)[:-1] + f', "rope_theta": {spelled}}}'
+        body = {**QWEN_72B, "model": "custom", "custom_model": {"config": config}}
+
+        response = api_as(member).post(URL, body, format="json")
+
+        assert response.status_code == 400
+        (message,) = response.json()["errors"]["custom_model.config"]
+        assert message.startswith("the config.json holds a number that is not finite at rope_theta")
+    assert not SizingEstimate.objects.exists()
