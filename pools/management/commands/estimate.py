@@ -52,6 +52,7 @@ Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FI
 from __future__ import annotations
 
 import json
+import math
 import sys
 from dataclasses import asdict
 
@@ -78,15 +79,77 @@ TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
 COMMAND_FIELDS = frozenset((*REQUEST_FIELDS, "custom_model", "requests_per_day", *TRAFFIC_DEFAULTS))
 
 
-def _refuse_unknown_fields(fields) -> None:
-    """Raise :class:`SizingInputError` (reason ``unknown_field``, ``field`` the first in
-    alphabetical order, ``errors`` one message per field) when ``fields`` holds a key this
-    command does not read. A field of the sizing page and API's plan (``output_tok_s``,
+class Overflow(str):
+    """A number of the file beyond a float's range (``1e400``), kept as it was written:
+    ``float()`` reads it as infinity, which no estimate takes and JSON cannot write back, so the
+    row holding it is refused (:func:`_refuse_unreadable_fields`) and echoed with the text."""
+
+
+def _read_float(text: str) -> float | Overflow:
+    """``parse_float`` of the file: a finite float, or the number's text as :class:`Overflow`."""
+    value = float(text)
+    return value if math.isfinite(value) else Overflow(text)
+
+
+def _finite_float(text: str) -> float:
+    """``parse_float`` of a config.json file: a finite float, else :class:`ValueError`."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a float's range (it reads as infinity)")
+    return value
+
+
+def _overflows(value, path: str = "") -> list[tuple[str, str]]:
+    """``(path, text)`` of every :class:`Overflow` in ``value``, paths dotted
+    (``custom_model.config.rope_theta``; ``""`` for ``value`` itself), in document order."""
+    if isinstance(value, Overflow):
+        return [(path, str(value))]
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return []
+    found = []
+    for key, inner in items:
+        found.extend(_overflows(inner, f"{path}.{key}" if path else str(key)))
+    return found
+
+
+def _overflow_errors(fields) -> dict[str, str]:
+    """``{field: message}`` for every field holding a number beyond a float's range: the
+    top-level field, or ``custom_model.<field>`` for the architecture's (its config.json's
+    under ``custom_model.config``; ``""`` for a row that is such a number), each message naming
+    where and the number as written."""
+    found: dict[str, list[str]] = {}
+    for path, text in _overflows(fields):
+        parts = path.split(".")
+        field = ".".join(parts[:2]) if parts[0] == "custom_model" and len(parts) > 1 else parts[0]
+        found.setdefault(field, []).append(f"{path or 'the input'} = {text}")
+    return {
+        field: f"{'; '.join(where)}: beyond a float's range (above about 1.8e308 a number reads "
+        "as infinity, which no estimate takes); give a finite number"
+        for field, where in found.items()
+    }
+
+
+def _refuse_unreadable_fields(fields) -> None:
+    """Raise :class:`SizingInputError` when ``fields`` holds a key this command does not read
+    (reason ``unknown_field``, ``field`` the first in alphabetical order) or a number beyond a
+    float's range (reason ``not_finite``, :func:`_overflow_errors`); ``errors`` one message per
+    field for both, in one answer. A field of the sizing page and API's plan (``output_tok_s``,
     ``tpot_target_ms`` ...) is named as such: this command estimates one replica at a given
     load, and sizes for demand from ``requests_per_day``."""
-    if not isinstance(fields, dict):
-        return
-    unknown = sorted(set(fields) - COMMAND_FIELDS, key=str)
+    overflow = _overflow_errors(fields)
+    unknown = sorted(set(fields) - COMMAND_FIELDS, key=str) if isinstance(fields, dict) else []
+    if overflow and not unknown:
+        first = next(iter(overflow))
+        raise SizingInputError(
+            overflow[first],
+            reason="not_finite",
+            field=first or None,
+            errors={field or "input": message for field, message in overflow.items()},
+        )
     if not unknown:
         return
     errors = {}
@@ -98,6 +161,8 @@ def _refuse_unknown_fields(fields) -> None:
             )
         else:
             errors[name] = f"{name} is not a field of this command"
+    for field, message in overflow.items():
+        errors.setdefault(field, message)
     raise SizingInputError(
         f"unknown field(s) {', '.join(map(str, unknown))}; this command reads: "
         + ", ".join(sorted(COMMAND_FIELDS)),
@@ -164,7 +229,7 @@ def _with_config_file(fields):
     path = custom["config_path"]
     try:
         with open(str(path), encoding="utf-8") as fh:
-            config = json.load(fh, parse_constant=_refuse_constant)
+            config = json.load(fh, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise SizingInputError(
             f"cannot read the config.json {path}: {exc}",
@@ -197,7 +262,7 @@ class Command(BaseCommand):
             self.stderr.write(f"estimate: cannot read {json_file}: {exc}")
             sys.exit(2)
         try:
-            data = json.loads(text, parse_constant=_refuse_constant)
+            data = json.loads(text, parse_constant=_refuse_constant, parse_float=_read_float)
         except ValueError as exc:
             self._write({"input": None, "error": {"reason": "invalid_json", "message": str(exc)}})
             sys.exit(1)
@@ -210,7 +275,7 @@ class Command(BaseCommand):
 
     def _one(self, fields, presets, gpus) -> dict:
         try:
-            _refuse_unknown_fields(fields)
+            _refuse_unreadable_fields(fields)
             fields = _with_config_file(fields)
             estimate = estimate_from_fields(
                 fields, presets=presets, gpus=gpus, name_to_slug=self._slug_for_name

@@ -388,3 +388,57 @@ def test_every_bad_field_of_a_row_is_named_and_a_good_row_beside_it_is_unchanged
     assert error["errors"]["output_len"] == "output_len is required"
     assert error["errors"]["precision"].startswith("unknown precision 'FP7'; use one of FP16, ")
     assert estimated == alone
+
+
+HF_CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs"
+
+
+def test_a_number_beyond_a_float_is_refused_in_its_row_and_the_others_are_estimated(tmp_path):
+    """``1e400`` reads as infinity (float('1e400') == inf): it reached ``_write``'s
+    ``json.dumps(allow_nan=False)`` and the whole batch ended in a traceback. Now each row
+    holding one is refused naming where, with the number as written; the good row is kept."""
+    good = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+    config = json.loads((HF_CONFIGS / "qwen3_30b_a3b.json").read_text(encoding="utf-8"))
+    config["rope_theta"] = 1_000_000
+    custom = {"model": "custom", "custom_model": {"config": config}} | {
+        k: good[k] for k in ("gpu", "precision", "input_len", "output_len", "concurrency")
+    }
+    rows = [
+        json.dumps(good | {"input_len": 1}).replace('"input_len": 1', '"input_len": 1e400'),
+        json.dumps(custom).replace('"rope_theta": 1000000', '"rope_theta": 1e999'),
+        json.dumps(good | {"colour": 1}).replace('"colour": 1', '"colour": -1e999'),
+        json.dumps(good),
+    ]
+    assert '"rope_theta": 1e999' in rows[1]
+
+    status, results = estimate(None, tmp_path, stdin="[" + ", ".join(rows) + "]")
+
+    assert status == 1
+    first, second, third, fourth = results
+    assert first["error"]["reason"] == "not_finite"
+    assert first["error"]["field"] == "input_len"
+    assert first["error"]["message"].startswith("input_len = 1e400: beyond a float's range")
+    assert first["input"]["input_len"] == "1e400"  # echoed as written
+    assert second["error"]["field"] == "custom_model.config"
+    assert second["error"]["message"].startswith(
+        "custom_model.config.rope_theta = 1e999: beyond a float's range"
+    )
+    assert third["error"]["reason"] == "unknown_field"
+    assert set(third["error"]["errors"]) == {"colour"}
+    assert fourth["fits"] is True and "error" not in fourth
+
+
+def test_a_config_file_with_a_number_beyond_a_float_is_unreadable(tmp_path):
+    config = json.loads((HF_CONFIGS / "qwen3_30b_a3b.json").read_text(encoding="utf-8"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "rope_theta": "@"}).replace('"@"', "1e999"))
+    assert "1e999" in path.read_text()
+    row = {"model": "custom", "custom_model": {"config_path": str(path)}, "gpu": "h100_sxm",
+           "input_len": 1000, "output_len": 200, "concurrency": 8}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "unreadable_config"
+    assert result["error"]["field"] == "custom_model.config"
+    assert "1e999 is beyond a float's range" in result["error"]["message"]
