@@ -959,6 +959,9 @@ _EXTRA_ARCH_KEYS = (
     "fp8_weight_block",
 )
 
+#: Every key of a custom model :func:`custom_model_arch` reads; any other is a misspelling.
+CUSTOM_MODEL_KEYS = ("name", "config", *CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS)
+
 
 def custom_arch_errors(
     fields: Mapping[str, Any], *, unknown: frozenset[str] = frozenset()

@@ -44,7 +44,9 @@ what the whole tells (TP dividing the heads, EP dividing TP, the context within 
 maximum ...) wherever the fields it reads passed - ``reason``, ``field`` and ``message`` those of
 the first (model, then gpu, then the rest: the one that alone refused the row before), and
 ``errors`` ``{field: message}`` for all of them when there are several. A field not named here
-is refused (reason ``unknown_field``) before any other is read.
+is refused (reason ``unknown_field``) before any other is read, a custom model's too
+(``custom_model.<field>``); so is a number beyond a float's range (``1e400`` reads as infinity:
+reason ``not_finite``, the number echoed as written), both in one answer.
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
 """
@@ -69,7 +71,7 @@ from pools.sizing.plan import (
     pessimistic_replicas,
     replica_estimate_as_dict,
 )
-from pools.sizing.presets import model_presets
+from pools.sizing.presets import CUSTOM_MODEL_KEYS, model_presets
 from pools.sizing.selectors import gpu_specs_by_slug, measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
@@ -77,6 +79,9 @@ TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
 #: Every field an input may hold; any other is refused (``unknown_field``), since a misspelt
 #: or foreign field that were ignored would give an estimate of something else without a word.
 COMMAND_FIELDS = frozenset((*REQUEST_FIELDS, "custom_model", "requests_per_day", *TRAFFIC_DEFAULTS))
+#: Every field of ``custom_model`` (the architecture's, its config.json as an object or text, or
+#: ``config_path``); any other is refused as ``custom_model.<field>``.
+CUSTOM_FIELDS = frozenset((*CUSTOM_MODEL_KEYS, "config_path"))
 
 
 class Overflow(str):
@@ -142,6 +147,9 @@ def _refuse_unreadable_fields(fields) -> None:
     load, and sizes for demand from ``requests_per_day``."""
     overflow = _overflow_errors(fields)
     unknown = sorted(set(fields) - COMMAND_FIELDS, key=str) if isinstance(fields, dict) else []
+    custom = fields.get("custom_model") if isinstance(fields, dict) else None
+    if isinstance(custom, dict):
+        unknown += sorted(f"custom_model.{key}" for key in set(custom) - CUSTOM_FIELDS)
     if overflow and not unknown:
         first = next(iter(overflow))
         raise SizingInputError(
@@ -158,6 +166,10 @@ def _refuse_unreadable_fields(fields) -> None:
             errors[name] = (
                 f"{name} is a field of the sizing page and API's plan, not of this command "
                 "(one replica at the load given; demand as requests_per_day)"
+            )
+        elif str(name).startswith("custom_model."):
+            errors[name] = f"{name} is not a field of a custom model; it reads: " + ", ".join(
+                sorted(CUSTOM_FIELDS)
             )
         else:
             errors[name] = f"{name} is not a field of this command"

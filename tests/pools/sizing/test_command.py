@@ -442,3 +442,19 @@ def test_a_config_file_with_a_number_beyond_a_float_is_unreadable(tmp_path):
     assert result["error"]["reason"] == "unreadable_config"
     assert result["error"]["field"] == "custom_model.config"
     assert "1e999 is beyond a float's range" in result["error"]["message"]
+
+
+def test_a_custom_models_unknown_field_is_refused_by_name(tmp_path):
+    """``custom_model.bogus_field`` was ignored: an estimate of the config alone, exit 0."""
+    row = {"model": "custom", "gpu": "h100_sxm", "input_len": 1000, "output_len": 200,
+           "custom_model": {"config_path": str(HF_CONFIGS / "qwen3_30b_a3b.json"),
+                            "bogus_field": 1}}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "unknown_field"
+    assert result["error"]["field"] == "custom_model.bogus_field"
+    message = result["error"]["errors"]["custom_model.bogus_field"]
+    assert message.startswith("custom_model.bogus_field is not a field of a custom model; it reads")
+    assert "config_path" in message and "hidden_size" in message
