@@ -1114,14 +1114,48 @@ def custom_model_errors(custom: Mapping[str, Any], *, refused: frozenset[str]) -
     return errors
 
 
+#: Typed custom fields that may be 0 (no shared expert, no dense layer, no sliding layer); the
+#: other :data:`CUSTOM_ARCH_FIELDS` are counts of at least 1.
+_ZERO_ALLOWED_TYPED = frozenset(
+    {"num_shared_experts", "first_k_dense_layers", "sliding_window_layers"}
+)
+
+
+def _refuse_bad_typed_fields(custom: Mapping[str, Any]) -> None:
+    """Raise :class:`SizingInputError` (reason ``not_positive``, ``errors`` every field at
+    fault) when a typed field of :data:`CUSTOM_ARCH_FIELDS` is no whole number of at least 1
+    (0 for :data:`_ZERO_ALLOWED_TYPED`): the field itself, and beside it what the rest shows
+    without it (:func:`custom_model_errors`: the config.json's own faults, the checks that do
+    not read a refused field), as the page and the API answer. Without this, a typed
+    ``hidden_size`` of -3 over a config.json with 5 KV heads of 32 named only the KV heads."""
+    refused = {}
+    for name in CUSTOM_ARCH_FIELDS:
+        value = custom.get(name)
+        if value is None:
+            continue
+        low = 0 if name in _ZERO_ALLOWED_TYPED else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            kind = "a positive integer" if low else "a whole number from 0"
+            refused[name] = f"{name} must be {kind}, got {value!r}"
+    if not refused:
+        return
+    passed = {key: value for key, value in custom.items() if key not in refused}
+    errors = dict(refused)
+    for name, message in custom_model_errors(passed, refused=frozenset(refused)).items():
+        errors.setdefault(name, message)
+    first = next(iter(errors))
+    raise SizingInputError(errors[first], reason="not_positive", field=first, errors=errors)
+
+
 def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> ModelArch:
     """A custom architecture from its fields (:data:`CUSTOM_ARCH_FIELDS`, ``name``) and/or a
     Hugging Face ``config`` (a dict, or its JSON text): the config's fields
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
-    Raises :class:`SizingInputError`: the config's own errors (field ``config``,
-    :func:`custom_config_fields`); ``missing`` (field named) for a required field that neither
-    gives; ``inconsistent`` with ``errors``
+    Raises :class:`SizingInputError`: a typed field that is no whole number of at least 1
+    (``not_positive``, with what the rest shows beside it, :func:`_refuse_bad_typed_fields`);
+    the config's own errors (field ``config``, :func:`custom_config_fields`); ``missing``
+    (field named) for a required field that neither gives; ``inconsistent`` with ``errors``
     ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
     first of them).
     """
@@ -1130,6 +1164,7 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
             "a custom model is an object of architecture fields", reason="not_an_object",
             field="custom_model",
         )  # fmt: skip
+    _refuse_bad_typed_fields(custom)
     fields: dict[str, Any] = custom_config_fields(custom) or {}
     for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
         if custom.get(key) is not None:

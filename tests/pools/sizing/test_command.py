@@ -458,3 +458,22 @@ def test_a_custom_models_unknown_field_is_refused_by_name(tmp_path):
     message = result["error"]["errors"]["custom_model.bogus_field"]
     assert message.startswith("custom_model.bogus_field is not a field of a custom model; it reads")
     assert "config_path" in message and "hidden_size" in message
+
+
+def test_a_bad_typed_field_comes_with_the_config_jsons_contradiction(tmp_path):
+    """Qwen3-30B-A3B's config.json (32 attention heads) edited to 5 KV heads under a typed
+    hidden size of -3: only ``custom_model.num_kv_heads`` was named (the typed fault dropped),
+    while the page and the API name both. 32 % 5 = 2: the KV check reads no hidden size."""
+    config = json.loads((HF_CONFIGS / "qwen3_30b_a3b.json").read_text(encoding="utf-8"))
+    row = {"model": "custom", "gpu": "h100_sxm", "input_len": 1000, "output_len": 200,
+           "custom_model": {"hidden_size": -3,
+                            "config": {**config, "num_key_value_heads": 5}}}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["field"] == "custom_model.hidden_size"
+    assert result["error"]["errors"] == {
+        "custom_model.hidden_size": "hidden_size must be a positive integer, got -3",
+        "custom_model.num_kv_heads": "5 KV heads do not divide the 32 attention heads evenly.",
+    }
