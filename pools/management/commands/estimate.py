@@ -55,6 +55,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import sys
 from dataclasses import asdict
 
@@ -184,6 +185,65 @@ def _refuse_unreadable_fields(fields) -> None:
     )
 
 
+#: The traffic fields' bounds as :func:`pools.sizing.demand.demand_from_traffic` checks them:
+#: ``(low, high, low_open)``, the high end closed.
+TRAFFIC_BOUNDS = {
+    "requests_per_day": (0.0, 1e15, True),
+    "peak_share": (0.0, 1.0, True),
+    "peak_hours": (0.0, 24.0, True),
+    "input_weight": (0.0, 4.0, False),
+}
+
+
+def _traffic_errors(fields) -> dict[str, str]:
+    """``{field: message}`` for every traffic field given out of its bounds
+    (:data:`TRAFFIC_BOUNDS`, in :func:`pools.sizing.demand.demand_from_traffic`'s words): the
+    demand checks one at a time, so ``peak_share`` 0 hid ``peak_hours`` 25 and ``input_weight``
+    -1. Empty without ``requests_per_day`` (the traffic fields are then not read)."""
+    if not isinstance(fields, dict) or fields.get("requests_per_day") is None:
+        return {}
+    errors = {}
+    for name, (low, high, low_open) in TRAFFIC_BOUNDS.items():
+        value = fields.get(name)
+        if value is None:
+            continue
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = ok and math.isfinite(value) and (value > low if low_open else value >= low)
+        if not (ok and value <= high):
+            bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
+            errors[name] = f"{name} must be a number in {bound}, got {value!r}"
+    return errors
+
+
+def _version_errors(fields) -> dict[str, str]:
+    """``{"engine_version": message}`` when it is given but holds no version number: the engine
+    profile reads the digits of ``"0.6.3"`` (vLLM below 0.8 is ``vllm-v0``), and ``"banana"``,
+    holding none, was read as no version at all without a word."""
+    version = fields.get("engine_version") if isinstance(fields, dict) else None
+    if not isinstance(version, str) or re.search(r"\d", version):
+        return {}  # a number or a list is plan's to refuse (its _str_field)
+    return {
+        "engine_version": f"engine_version {version!r} is no release number; give the engine's "
+        'version as it prints it (e.g. "0.6.3"; vLLM below 0.8 is sized as vllm-v0), or leave '
+        "it out"
+    }
+
+
+def _with_faults(exc: SizingInputError | None, faults: dict[str, str]) -> SizingInputError:
+    """``exc`` (the estimate's refusal, or ``None``) with ``faults`` found beside it named in
+    its ``errors``: one answer for the row. ``reason`` and ``field`` stay the estimate's first;
+    without it, the first fault's (reason ``out_of_range``)."""
+    if exc is None:
+        first = next(iter(faults))
+        return SizingInputError(faults[first], reason="out_of_range", field=first, errors=faults)
+    data = dict(exc.data)
+    errors = dict(data.get("errors") or {data.get("field"): exc.message})
+    for field, message in faults.items():
+        errors.setdefault(field, message)
+    data["errors"] = errors
+    return SizingInputError(exc.message, **data)
+
+
 def _refuse_constant(name: str):
     raise ValueError(f"{name} is not a number this command accepts")
 
@@ -289,9 +349,15 @@ class Command(BaseCommand):
         try:
             _refuse_unreadable_fields(fields)
             fields = _with_config_file(fields)
-            estimate = estimate_from_fields(
-                fields, presets=presets, gpus=gpus, name_to_slug=self._slug_for_name
-            )
+            faults = _traffic_errors(fields) | _version_errors(fields)
+            try:
+                estimate = estimate_from_fields(
+                    fields, presets=presets, gpus=gpus, name_to_slug=self._slug_for_name
+                )
+            except SizingInputError as exc:
+                raise (_with_faults(exc, faults) if faults else exc) from None
+            if faults:
+                raise _with_faults(None, faults)
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
             result["measured_on_fleet"] = self._measured(estimate, list(gpus))
             _traffic(fields, result, estimate)

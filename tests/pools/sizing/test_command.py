@@ -477,3 +477,43 @@ def test_a_bad_typed_field_comes_with_the_config_jsons_contradiction(tmp_path):
         "custom_model.hidden_size": "hidden_size must be a positive integer, got -3",
         "custom_model.num_kv_heads": "5 KV heads do not divide the 32 attention heads evenly.",
     }
+
+
+def test_every_bad_traffic_field_is_named_at_once(tmp_path):
+    """The demand checks one field at a time: ``peak_share`` 0 hid ``peak_hours`` 25 (a day
+    has 24) and ``input_weight`` -1 (the bounds of demand_from_traffic)."""
+    row = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048") | {
+        "requests_per_day": 1000, "peak_share": 0, "peak_hours": 25, "input_weight": -1,
+    }  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "out_of_range"
+    assert result["error"]["field"] == "peak_share"
+    assert result["error"]["errors"] == {
+        "peak_share": "peak_share must be a number in (0.0, 1.0], got 0",
+        "peak_hours": "peak_hours must be a number in (0.0, 24.0], got 25",
+        "input_weight": "input_weight must be a number in [0.0, 4.0], got -1",
+    }
+
+
+def test_an_engine_version_without_a_number_is_refused_beside_the_other_faults(tmp_path):
+    """``"banana"`` holds no digits: it was read as no version (current vLLM), exit 0."""
+    row = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+
+    status, (banana, both, fine) = estimate(
+        [row | {"engine_version": "banana"},
+         row | {"engine_version": "banana", "gpu": "nope"},
+         row | {"engine_version": "0.6.3"}],
+        tmp_path,
+    )  # fmt: skip
+
+    assert status == 1
+    assert banana["error"]["field"] == "engine_version"
+    assert banana["error"]["message"].startswith(
+        "engine_version 'banana' is no release number; give the engine's version"
+    )
+    assert both["error"]["field"] == "gpu"
+    assert set(both["error"]["errors"]) == {"gpu", "engine_version"}
+    assert "error" not in fine
