@@ -1066,3 +1066,21 @@ def test_saving_for_an_unknown_team_names_the_inputs_faults_too(fleet, alice_pag
     assert 'data-field="team"><strong>team</strong>: No team you can see has this slug.' in page
     assert 'data-field="input_len">' in page
     assert not SizingEstimate.objects.exists()
+
+
+def test_a_pasted_config_json_with_a_number_beyond_a_float_is_listed_and_not_saved(
+    fleet, alice_page
+):
+    """A pasted config.json holding ``"rope_theta": 1e999`` (read as infinity) was previewed
+    and saved as if the number were one; it is the config.json's fault, named where."""
+    config = (FIXTURES_DIR / "hf_configs" / "qwen3_30b_a3b.json").read_text(encoding="utf-8")
+    pasted = config.rstrip().removesuffix("}") + ', "rope_theta": 1e999}'
+    fields = {**QWEN_72B, "model": "custom", "custom_model.config": pasted}
+
+    for url in ("/sizing/", "/sizing/save/"):
+        html = _htmx(alice_page, url, fields, method="post").content.decode()
+
+        (item,) = _error_list(html)
+        assert 'data-field="custom_model.config"' in item
+        assert "not finite at rope_theta" in item
+    assert not SizingEstimate.objects.exists()
