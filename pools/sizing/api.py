@@ -1,10 +1,12 @@
 """API of LLM sizing estimates (``/api/v1/estimates/``).
 
-``POST`` takes the inputs (:data:`pools.sizing.inputs.INPUTS`, plus an
-optional ``team`` slug to share the estimate with) and answers ``202 Accepted`` with the estimate
-and its URL in ``Location``: a job computes it. ``GET`` on that URL gives the status, the
-progress and, once done, the results. Lists are scoped: a caller sees their own estimates and
-their teams' (pool admins see all); any other answers 404.
+``POST`` takes the inputs (:data:`pools.sizing.inputs.INPUTS`, plus an optional ``team`` slug to
+share the estimate with) and answers ``202 Accepted`` with the estimate and its URL in
+``Location``: a job computes it. A key it does not read (``colour``, a misspelt
+``tpot_taget_ms``, a custom model's ``bogus_field``) is refused by name, and a ``team`` the caller
+cannot see is named beside the inputs' faults, all in one ``400``. ``GET`` on that URL gives the
+status, the progress and, once done, the results. Lists are scoped: a caller sees their own
+estimates and their teams' (pool admins see all); any other answers 404.
 """
 
 from __future__ import annotations
@@ -245,9 +247,18 @@ class SizingEstimateViewSet(
         if body is None:
             raise InvalidInput("Send the inputs as a JSON object.", errors={})
         inputs = {key: value for key, value in body.items() if key != "team"}
-        team = tenancy_selectors.team_named(user=request.user, slug=body.get("team"))
+        team, faults = None, {}
+        try:
+            team = tenancy_selectors.team_named(user=request.user, slug=body.get("team"))
+        except InvalidInput as exc:  # answered beside the inputs' own faults
+            faults = exc.data.get("errors") or {"team": exc.message}
         estimate = sizing_services.sizing_estimate_create(
-            actor=request.user, inputs=inputs, team=team
+            actor=request.user,
+            inputs=inputs,
+            team=team,
+            refuse_unknown=True,
+            extra_fields=("team",),
+            faults=faults,
         )
         fresh = self.get_queryset().get(pk=estimate.pk)  # the job may have run on commit
         data = SizingEstimateSerializer(fresh, context=self.get_serializer_context()).data

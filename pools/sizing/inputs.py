@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 from functools import cached_property
@@ -50,6 +50,8 @@ from pools.sizing.presets import (
     custom_model_arch,
     custom_model_errors,
     model_presets,
+    non_finite_message,
+    non_finite_paths,
 )
 from pools.sizing.throughput import Speculation
 from pools.sizing.vision import VisualLoad
@@ -325,13 +327,21 @@ class Boolean(Input):
 
 @dataclass(frozen=True, kw_only=True)
 class Json(Input):
-    """Any JSON value (an object, or text to be read later), kept as given."""
+    """Any JSON value (an object, or text to be read later), kept as given. A NaN or an
+    infinity anywhere in it is refused naming where (:func:`non_finite_paths`: a number such
+    as ``1e999`` arrives as infinity, which the database's JSON refuses); ``what`` names the
+    value in that refusal."""
+
+    what: str = "The value"
 
     def clean(self, value: Any, known: Known) -> Any:
         try:
             json.dumps(value)
         except (TypeError, ValueError) as exc:
             raise FieldError("Value must be valid JSON.") from exc
+        bad = non_finite_paths(value)
+        if bad:
+            raise FieldError(non_finite_message(bad, self.what))
         return value
 
 
@@ -498,7 +508,7 @@ CUSTOM_MODEL = Group(
     description=CUSTOM_MODEL_DESCRIPTION,
     parts={
         "name": Text(allow_blank=True, default="Custom model", then=_custom_model_name),
-        "config": Json(nullable=True),
+        "config": Json(nullable=True, what="The config.json"),
         **{name: _arch_input(name) for name in CUSTOM_ARCH_FIELDS},
     },
 )
@@ -846,11 +856,46 @@ def _flat(errors: Mapping[str, Any], prefix: str = "") -> dict[str, str]:
     return flat
 
 
-def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
-    """Check an estimate's inputs (the keys of :data:`INPUTS`; unknown keys are ignored) and
-    return them complete: every key of :data:`DEFAULT_INPUTS`, the figures of the other demand
-    kinds ``None``, ``custom_model`` ``None`` for a preset. Plain Python: the API and the page
-    both reach it through the service, so they refuse the same input with the same words.
+def _unknown_errors(data: Mapping[str, Any], extra: Collection[str]) -> dict[str, str]:
+    """``{field: message}`` for each key of ``data`` that is no input (nor one of ``extra``,
+    what the caller reads itself), and each key of a custom ``custom_model`` that is no field of
+    it (``custom_model.<key>``): ignored, a misspelt ``tpot_taget_ms`` would size for the
+    default target without a word. Each message says what is read, as ``manage.py estimate``
+    does."""
+    reads = ", ".join([*INPUTS, *extra])
+    errors = {
+        str(key): f"Not an input of an estimate; the inputs are: {reads}."
+        for key in data
+        if key not in INPUTS and key not in extra
+    }
+    custom = data.get("custom_model")
+    if data.get("model") == "custom" and isinstance(custom, Mapping):
+        fields = ", ".join(CUSTOM_MODEL.parts)
+        for key in custom:
+            if key not in CUSTOM_MODEL.parts:
+                errors[f"custom_model.{key}"] = (
+                    f"Not a field of a custom architecture; its fields are: {fields}."
+                )
+    return errors
+
+
+def sizing_inputs_clean(
+    raw: Mapping[str, Any],
+    *,
+    refuse_unknown: bool = False,
+    extra_fields: Collection[str] = (),
+    faults: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
+    """Check an estimate's inputs (the keys of :data:`INPUTS`) and return them complete: every
+    key of :data:`DEFAULT_INPUTS`, the figures of the other demand kinds ``None``,
+    ``custom_model`` ``None`` for a preset. Plain Python: the API and the page both reach it
+    through the service, so they refuse the same input with the same words.
+
+    Unknown keys are ignored (the page sends only its form's inputs), or with
+    ``refuse_unknown`` (the API) each refused by name (:func:`_unknown_errors`; a custom
+    model's unknown fields as ``custom_model.<key>``), ``extra_fields`` excepted: those the
+    caller reads itself (the API's ``team``). ``faults``: ``{field: message}`` the caller found
+    in those (a team the user cannot see), answered in the same refusal as the inputs' own.
 
     Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` naming every field at
     fault in one answer (custom fields as ``custom_model.<name>``, prices as
@@ -870,9 +915,12 @@ def sizing_inputs_clean(raw: Mapping[str, Any]) -> dict[str, Any]:
         missing["custom_model"] = CUSTOM_MODEL_MISSING
     clean, errors = check_inputs(INPUTS, data, Known())
     refused = frozenset(missing) | frozenset(errors)  # a group's name for any of its parts
-    errors = _flat({**missing, **errors})
+    errors = {**(faults or {}), **_flat({**missing, **errors})}
     for field, message in _whole_errors(clean, refused).items():
         errors.setdefault(field, message)
+    if refuse_unknown:
+        for field, message in _unknown_errors(data, extra_fields).items():
+            errors.setdefault(field, message)
     if errors:
         raise InvalidInput("The estimate has invalid inputs.", errors=errors)
     for other in set(DEMAND_FIGURES.values()) - {DEMAND_FIGURES[clean["demand_kind"]]}:

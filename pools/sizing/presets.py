@@ -8,6 +8,7 @@ cited per field in ``models.json``. Preset ids are the model ids of the shared s
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
@@ -703,6 +704,38 @@ def _as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+def non_finite_paths(value: Any, path: str = "") -> list[str]:
+    """Where a parsed JSON value holds a NaN or an infinity, as dotted paths (``rope_theta``,
+    ``rope_scaling.factor``, ``layer_types.3``; ``""`` for ``value`` itself), in document order.
+    Python's JSON reader takes ``NaN`` / ``Infinity`` and reads a number beyond a float's range
+    (``1e999``) as infinity; JSON itself has neither, so what holds one can be neither stored
+    (PostgreSQL's jsonb, SQLite's JSON_VALID refuse it) nor written back (``allow_nan=False``)."""
+    if isinstance(value, float):
+        return [] if math.isfinite(value) else [path]
+    if isinstance(value, Mapping):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    else:
+        return []
+    found = []
+    for key, inner in items:
+        found.extend(non_finite_paths(inner, f"{path}.{key}" if path else str(key)))
+    return found
+
+
+def non_finite_message(paths: list[str], what: str = "") -> str:
+    """The refusal of JSON holding NaN or infinity at ``paths`` (:func:`non_finite_paths`):
+    ``what`` names the document (``"the config.json"``), the paths are quoted in it."""
+    where = ", ".join(p or "(the value itself)" for p in paths[:5])
+    more = f" and {len(paths) - 5} more" if len(paths) > 5 else ""
+    return (
+        f"{what or 'The value'} holds a number that is not finite at {where}{more}: a number "
+        "beyond a float's range (above about 1.8e308, e.g. 1e999) reads as infinity, and JSON "
+        "has no infinity or NaN; give a finite number."
+    )
+
+
 def _config_not_an_object(config: Any) -> SizingInputError:
     """The refusal of a config.json that is valid JSON but no object (``null``, a list, a
     number): said as what a config.json is, not as the fields a ``null`` leaves missing
@@ -926,6 +959,9 @@ _EXTRA_ARCH_KEYS = (
     "fp8_weight_block",
 )
 
+#: Every key of a custom model :func:`custom_model_arch` reads; any other is a misspelling.
+CUSTOM_MODEL_KEYS = ("name", "config", *CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS)
+
 
 def custom_arch_errors(
     fields: Mapping[str, Any], *, unknown: frozenset[str] = frozenset()
@@ -1003,7 +1039,8 @@ def custom_config_fields(custom: Mapping[str, Any]) -> dict[str, Any] | None:
     config. ``config``: a dict or its JSON text. Raises :class:`SizingInputError` (field
     ``config``): ``invalid_json`` for unreadable text or text nested deeper than 64 levels;
     ``not_an_object`` for JSON that is no object (``null`` included: not read as "no config");
-    the config reader's errors."""
+    ``not_finite`` for a NaN or an infinity anywhere in it (:func:`non_finite_paths`); the
+    config reader's errors."""
     config = custom.get("config")
     if isinstance(config, str):
         try:
@@ -1014,6 +1051,11 @@ def custom_config_fields(custom: Mapping[str, Any]) -> dict[str, Any] | None:
             ) from None
         if not isinstance(config, Mapping):  # pasted null: no config, and no fields either
             raise _config_not_an_object(config)
+    bad = non_finite_paths(config)
+    if bad:  # pasted text reads 1e999 and NaN as floats: never stored, never written back
+        raise SizingInputError(
+            non_finite_message(bad, "the config.json"), reason="not_finite", field="config"
+        )
     if config is None:
         return None
     return {k: v for k, v in arch_fields_from_hf_config(config).items() if v is not None}
@@ -1067,14 +1109,48 @@ def custom_model_errors(custom: Mapping[str, Any], *, refused: frozenset[str]) -
     return errors
 
 
+#: Typed custom fields that may be 0 (no shared expert, no dense layer, no sliding layer); the
+#: other :data:`CUSTOM_ARCH_FIELDS` are counts of at least 1.
+_ZERO_ALLOWED_TYPED = frozenset(
+    {"num_shared_experts", "first_k_dense_layers", "sliding_window_layers"}
+)
+
+
+def _refuse_bad_typed_fields(custom: Mapping[str, Any]) -> None:
+    """Raise :class:`SizingInputError` (reason ``not_positive``, ``errors`` every field at
+    fault) when a typed field of :data:`CUSTOM_ARCH_FIELDS` is no whole number of at least 1
+    (0 for :data:`_ZERO_ALLOWED_TYPED`): the field itself, and beside it what the rest shows
+    without it (:func:`custom_model_errors`: the config.json's own faults, the checks that do
+    not read a refused field), as the page and the API answer. Without this, a typed
+    ``hidden_size`` of -3 over a config.json with 5 KV heads of 32 named only the KV heads."""
+    refused = {}
+    for name in CUSTOM_ARCH_FIELDS:
+        value = custom.get(name)
+        if value is None:
+            continue
+        low = 0 if name in _ZERO_ALLOWED_TYPED else 1
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            kind = "a positive integer" if low else "a whole number from 0"
+            refused[name] = f"{name} must be {kind}, got {value!r}"
+    if not refused:
+        return
+    passed = {key: value for key, value in custom.items() if key not in refused}
+    errors = dict(refused)
+    for name, message in custom_model_errors(passed, refused=frozenset(refused)).items():
+        errors.setdefault(name, message)
+    first = next(iter(errors))
+    raise SizingInputError(errors[first], reason="not_positive", field=first, errors=errors)
+
+
 def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> ModelArch:
     """A custom architecture from its fields (:data:`CUSTOM_ARCH_FIELDS`, ``name``) and/or a
     Hugging Face ``config`` (a dict, or its JSON text): the config's fields
     (:func:`arch_fields_from_hf_config`), then the fields given explicitly on top.
 
-    Raises :class:`SizingInputError`: the config's own errors (field ``config``,
-    :func:`custom_config_fields`); ``missing`` (field named) for a required field that neither
-    gives; ``inconsistent`` with ``errors``
+    Raises :class:`SizingInputError`: a typed field that is no whole number of at least 1
+    (``not_positive``, with what the rest shows beside it, :func:`_refuse_bad_typed_fields`);
+    the config's own errors (field ``config``, :func:`custom_config_fields`); ``missing``
+    (field named) for a required field that neither gives; ``inconsistent`` with ``errors``
     ``{field: message}`` for every inconsistency :func:`custom_arch_errors` finds (``field`` the
     first of them).
     """
@@ -1083,6 +1159,7 @@ def custom_model_arch(custom: Mapping[str, Any], *, id: str = "custom") -> Model
             "a custom model is an object of architecture fields", reason="not_an_object",
             field="custom_model",
         )  # fmt: skip
+    _refuse_bad_typed_fields(custom)
     fields: dict[str, Any] = custom_config_fields(custom) or {}
     for key in (*CUSTOM_ARCH_FIELDS, *_EXTRA_ARCH_KEYS, "name"):
         if custom.get(key) is not None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
@@ -840,15 +840,26 @@ def _snapshot(estimate: SizingEstimate) -> dict[str, Any]:
 
 
 def sizing_estimate_create(
-    *, actor: Any, inputs: Mapping[str, Any], team: Team | None = None
+    *,
+    actor: Any,
+    inputs: Mapping[str, Any],
+    team: Team | None = None,
+    refuse_unknown: bool = False,
+    extra_fields: Collection[str] = (),
+    faults: Mapping[str, str] | None = None,
 ) -> SizingEstimate:
     """Store an estimate (pending) and queue its job when the transaction commits.
 
     ``team`` (optional) shares it with that team; the actor must belong to it (or be a pool
     admin). Raises :class:`InvalidInput` with ``errors`` ``{field: message}`` for unusable inputs
     and :class:`PermissionDenied` for a team the actor is not in; nothing is written then.
+    ``refuse_unknown``, ``extra_fields``, ``faults``: as :func:`sizing_inputs_clean` takes them
+    (the API refuses keys it does not read, and answers a bad ``team`` beside the inputs'
+    faults).
     """
-    clean = sizing_inputs_clean(inputs)
+    clean = sizing_inputs_clean(
+        inputs, refuse_unknown=refuse_unknown, extra_fields=extra_fields, faults=faults
+    )
     if team is not None:
         require_member(actor, team)
     with transaction.atomic():

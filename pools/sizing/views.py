@@ -13,7 +13,7 @@ from django.utils.cache import patch_vary_headers
 from django.views.decorators.http import require_http_methods, require_POST
 
 from pools.common.choices import Scheduler
-from pools.common.errors import DomainError
+from pools.common.errors import DomainError, InvalidInput
 from pools.inventory import selectors as inventory_selectors
 from pools.inventory.models import GpuModel, Pool
 from pools.sizing import inputs as sizing_inputs
@@ -357,10 +357,14 @@ def sizing_page(request):
 def sizing_save(request):
     """Save the inputs as an estimate and run its job; htmx is sent to the estimate's page."""
     form = _raw_inputs(request.POST)
+    team, faults = None, {}
     try:
         team = tenancy_selectors.team_named(user=request.user, slug=request.POST.get("team"))
+    except InvalidInput as exc:  # answered beside the inputs' own faults
+        faults = exc.data.get("errors") or {"team": exc.message}
+    try:
         estimate = sizing_services.sizing_estimate_create(
-            actor=request.user, inputs=form, team=team
+            actor=request.user, inputs=form, team=team, faults=faults
         )
     except DomainError as exc:
         context = {

@@ -17,7 +17,8 @@ refused with reason ``nic_too_slow``),
 ``precision`` (FP16, BF16, FP8, INT8, NVFP4, MXFP4, INT4, or weight-only INT4-AWQ / INT4-GPTQ /
 W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``output_len``,
 ``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
-and ``engine_version`` (vLLM below 0.8 selects vllm-v0),
+and ``engine_version`` (vLLM below 0.8 selects vllm-v0; one holding no release number, such as
+``"banana"``, is refused),
 ``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, speculative decoding -
 ``speculative_draft_tokens`` (1-16), ``speculative_acceptance_rate`` in [0, 1) and
 ``speculative_draft_cost_ratio`` (a draft step / a target step, in [0, 1]), all three or none,
@@ -44,7 +45,9 @@ what the whole tells (TP dividing the heads, EP dividing TP, the context within 
 maximum ...) wherever the fields it reads passed - ``reason``, ``field`` and ``message`` those of
 the first (model, then gpu, then the rest: the one that alone refused the row before), and
 ``errors`` ``{field: message}`` for all of them when there are several. A field not named here
-is refused (reason ``unknown_field``) before any other is read.
+is refused (reason ``unknown_field``) before any other is read, a custom model's too
+(``custom_model.<field>``); so is a number beyond a float's range (``1e400`` reads as infinity:
+reason ``not_finite``, the number echoed as written), both in one answer.
 
 Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FILE is unreadable.
 """
@@ -52,6 +55,8 @@ Exit status: 0 when every input was estimated, 1 when any was refused, 2 when FI
 from __future__ import annotations
 
 import json
+import math
+import re
 import sys
 from dataclasses import asdict
 
@@ -68,7 +73,7 @@ from pools.sizing.plan import (
     pessimistic_replicas,
     replica_estimate_as_dict,
 )
-from pools.sizing.presets import model_presets
+from pools.sizing.presets import CUSTOM_MODEL_KEYS, model_presets
 from pools.sizing.selectors import gpu_specs_by_slug, measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
@@ -76,17 +81,85 @@ TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
 #: Every field an input may hold; any other is refused (``unknown_field``), since a misspelt
 #: or foreign field that were ignored would give an estimate of something else without a word.
 COMMAND_FIELDS = frozenset((*REQUEST_FIELDS, "custom_model", "requests_per_day", *TRAFFIC_DEFAULTS))
+#: Every field of ``custom_model`` (the architecture's, its config.json as an object or text, or
+#: ``config_path``); any other is refused as ``custom_model.<field>``.
+CUSTOM_FIELDS = frozenset((*CUSTOM_MODEL_KEYS, "config_path"))
 
 
-def _refuse_unknown_fields(fields) -> None:
-    """Raise :class:`SizingInputError` (reason ``unknown_field``, ``field`` the first in
-    alphabetical order, ``errors`` one message per field) when ``fields`` holds a key this
-    command does not read. A field of the sizing page and API's plan (``output_tok_s``,
+class Overflow(str):
+    """A number of the file beyond a float's range (``1e400``), kept as it was written:
+    ``float()`` reads it as infinity, which no estimate takes and JSON cannot write back, so the
+    row holding it is refused (:func:`_refuse_unreadable_fields`) and echoed with the text."""
+
+
+def _read_float(text: str) -> float | Overflow:
+    """``parse_float`` of the file: a finite float, or the number's text as :class:`Overflow`."""
+    value = float(text)
+    return value if math.isfinite(value) else Overflow(text)
+
+
+def _finite_float(text: str) -> float:
+    """``parse_float`` of a config.json file: a finite float, else :class:`ValueError`."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is beyond a float's range (it reads as infinity)")
+    return value
+
+
+def _overflows(value, path: str = "") -> list[tuple[str, str]]:
+    """``(path, text)`` of every :class:`Overflow` in ``value``, paths dotted
+    (``custom_model.config.rope_theta``; ``""`` for ``value`` itself), in document order."""
+    if isinstance(value, Overflow):
+        return [(path, str(value))]
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list):
+        items = enumerate(value)
+    else:
+        return []
+    found = []
+    for key, inner in items:
+        found.extend(_overflows(inner, f"{path}.{key}" if path else str(key)))
+    return found
+
+
+def _overflow_errors(fields) -> dict[str, str]:
+    """``{field: message}`` for every field holding a number beyond a float's range: the
+    top-level field, or ``custom_model.<field>`` for the architecture's (its config.json's
+    under ``custom_model.config``; ``""`` for a row that is such a number), each message naming
+    where and the number as written."""
+    found: dict[str, list[str]] = {}
+    for path, text in _overflows(fields):
+        parts = path.split(".")
+        field = ".".join(parts[:2]) if parts[0] == "custom_model" and len(parts) > 1 else parts[0]
+        found.setdefault(field, []).append(f"{path or 'the input'} = {text}")
+    return {
+        field: f"{'; '.join(where)}: beyond a float's range (above about 1.8e308 a number reads "
+        "as infinity, which no estimate takes); give a finite number"
+        for field, where in found.items()
+    }
+
+
+def _refuse_unreadable_fields(fields) -> None:
+    """Raise :class:`SizingInputError` when ``fields`` holds a key this command does not read
+    (reason ``unknown_field``, ``field`` the first in alphabetical order) or a number beyond a
+    float's range (reason ``not_finite``, :func:`_overflow_errors`); ``errors`` one message per
+    field for both, in one answer. A field of the sizing page and API's plan (``output_tok_s``,
     ``tpot_target_ms`` ...) is named as such: this command estimates one replica at a given
     load, and sizes for demand from ``requests_per_day``."""
-    if not isinstance(fields, dict):
-        return
-    unknown = sorted(set(fields) - COMMAND_FIELDS, key=str)
+    overflow = _overflow_errors(fields)
+    unknown = sorted(set(fields) - COMMAND_FIELDS, key=str) if isinstance(fields, dict) else []
+    custom = fields.get("custom_model") if isinstance(fields, dict) else None
+    if isinstance(custom, dict):
+        unknown += sorted(f"custom_model.{key}" for key in set(custom) - CUSTOM_FIELDS)
+    if overflow and not unknown:
+        first = next(iter(overflow))
+        raise SizingInputError(
+            overflow[first],
+            reason="not_finite",
+            field=first or None,
+            errors={field or "input": message for field, message in overflow.items()},
+        )
     if not unknown:
         return
     errors = {}
@@ -96,8 +169,14 @@ def _refuse_unknown_fields(fields) -> None:
                 f"{name} is a field of the sizing page and API's plan, not of this command "
                 "(one replica at the load given; demand as requests_per_day)"
             )
+        elif str(name).startswith("custom_model."):
+            errors[name] = f"{name} is not a field of a custom model; it reads: " + ", ".join(
+                sorted(CUSTOM_FIELDS)
+            )
         else:
             errors[name] = f"{name} is not a field of this command"
+    for field, message in overflow.items():
+        errors.setdefault(field, message)
     raise SizingInputError(
         f"unknown field(s) {', '.join(map(str, unknown))}; this command reads: "
         + ", ".join(sorted(COMMAND_FIELDS)),
@@ -105,6 +184,65 @@ def _refuse_unknown_fields(fields) -> None:
         field=str(unknown[0]),
         errors=errors,
     )
+
+
+#: The traffic fields' bounds as :func:`pools.sizing.demand.demand_from_traffic` checks them:
+#: ``(low, high, low_open)``, the high end closed.
+TRAFFIC_BOUNDS = {
+    "requests_per_day": (0.0, 1e15, True),
+    "peak_share": (0.0, 1.0, True),
+    "peak_hours": (0.0, 24.0, True),
+    "input_weight": (0.0, 4.0, False),
+}
+
+
+def _traffic_errors(fields) -> dict[str, str]:
+    """``{field: message}`` for every traffic field given out of its bounds
+    (:data:`TRAFFIC_BOUNDS`, in :func:`pools.sizing.demand.demand_from_traffic`'s words): the
+    demand checks one at a time, so ``peak_share`` 0 hid ``peak_hours`` 25 and ``input_weight``
+    -1. Empty without ``requests_per_day`` (the traffic fields are then not read)."""
+    if not isinstance(fields, dict) or fields.get("requests_per_day") is None:
+        return {}
+    errors = {}
+    for name, (low, high, low_open) in TRAFFIC_BOUNDS.items():
+        value = fields.get(name)
+        if value is None:
+            continue
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = ok and math.isfinite(value) and (value > low if low_open else value >= low)
+        if not (ok and value <= high):
+            bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
+            errors[name] = f"{name} must be a number in {bound}, got {value!r}"
+    return errors
+
+
+def _version_errors(fields) -> dict[str, str]:
+    """``{"engine_version": message}`` when it is given but holds no version number: the engine
+    profile reads the digits of ``"0.6.3"`` (vLLM below 0.8 is ``vllm-v0``), and ``"banana"``,
+    holding none, was read as no version at all without a word."""
+    version = fields.get("engine_version") if isinstance(fields, dict) else None
+    if not isinstance(version, str) or re.search(r"\d", version):
+        return {}  # a number or a list is plan's to refuse (its _str_field)
+    return {
+        "engine_version": f"engine_version {version!r} is no release number; give the engine's "
+        'version as it prints it (e.g. "0.6.3"; vLLM below 0.8 is sized as vllm-v0), or leave '
+        "it out"
+    }
+
+
+def _with_faults(exc: SizingInputError | None, faults: dict[str, str]) -> SizingInputError:
+    """``exc`` (the estimate's refusal, or ``None``) with ``faults`` found beside it named in
+    its ``errors``: one answer for the row. ``reason`` and ``field`` stay the estimate's first;
+    without it, the first fault's (reason ``out_of_range``)."""
+    if exc is None:
+        first = next(iter(faults))
+        return SizingInputError(faults[first], reason="out_of_range", field=first, errors=faults)
+    data = dict(exc.data)
+    errors = dict(data.get("errors") or {data.get("field"): exc.message})
+    for field, message in faults.items():
+        errors.setdefault(field, message)
+    data["errors"] = errors
+    return SizingInputError(exc.message, **data)
 
 
 def _refuse_constant(name: str):
@@ -164,7 +302,7 @@ def _with_config_file(fields):
     path = custom["config_path"]
     try:
         with open(str(path), encoding="utf-8") as fh:
-            config = json.load(fh, parse_constant=_refuse_constant)
+            config = json.load(fh, parse_constant=_refuse_constant, parse_float=_finite_float)
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         raise SizingInputError(
             f"cannot read the config.json {path}: {exc}",
@@ -197,7 +335,7 @@ class Command(BaseCommand):
             self.stderr.write(f"estimate: cannot read {json_file}: {exc}")
             sys.exit(2)
         try:
-            data = json.loads(text, parse_constant=_refuse_constant)
+            data = json.loads(text, parse_constant=_refuse_constant, parse_float=_read_float)
         except ValueError as exc:
             self._write({"input": None, "error": {"reason": "invalid_json", "message": str(exc)}})
             sys.exit(1)
@@ -210,11 +348,17 @@ class Command(BaseCommand):
 
     def _one(self, fields, presets, gpus) -> dict:
         try:
-            _refuse_unknown_fields(fields)
+            _refuse_unreadable_fields(fields)
             fields = _with_config_file(fields)
-            estimate = estimate_from_fields(
-                fields, presets=presets, gpus=gpus, name_to_slug=self._slug_for_name
-            )
+            faults = _traffic_errors(fields) | _version_errors(fields)
+            try:
+                estimate = estimate_from_fields(
+                    fields, presets=presets, gpus=gpus, name_to_slug=self._slug_for_name
+                )
+            except SizingInputError as exc:
+                raise (_with_faults(exc, faults) if faults else exc) from None
+            if faults:
+                raise _with_faults(None, faults)
             result = {"input": fields, **replica_estimate_as_dict(estimate)}
             result["measured_on_fleet"] = self._measured(estimate, list(gpus))
             _traffic(fields, result, estimate)

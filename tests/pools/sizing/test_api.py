@@ -671,3 +671,103 @@ def test_the_api_names_inputs_by_their_field_names_in_its_messages(fleet, member
             "cost ratio (or draft model) together; speculative_draft_cost_ratio is missing"
         ]
     }
+
+
+def _post_text(client, text: str, capture):
+    """A body sent as written: the test client's JSON renderer refuses an infinity itself."""
+    with capture(execute=False) as callbacks:
+        response = client.post(URL, text, content_type="application/json")
+    return response, callbacks
+
+
+@pytest.mark.parametrize(
+    ("config_text", "where"),
+    [
+        ('"rope_theta": 1e999', "rope_theta"),
+        ('"rope_scaling": {"factor": -1e400}', "rope_scaling.factor"),
+    ],
+)
+def test_a_config_number_beyond_a_float_is_400_and_writes_nothing(
+    fleet, member, api_as, config_text, where, django_capture_on_commit_callbacks
+):
+    """``1e999`` parses as infinity (float('1e999') == inf), which the JSON column refuses on
+    save: a 500 (IntegrityError, JSON_VALID) after the inputs had passed."""
+    client = api_as(member)
+    client.raise_request_exception = False
+    config = json.dumps(QWEN3_30B_A3B_CONFIG)[:-1] + ", " + config_text + "}"
+    body = json.dumps({**QWEN_72B, "model": "custom", "custom_model": {"config": "@"}})
+    text = body.replace('"@"', config)
+
+    response, callbacks = _post_text(client, text, django_capture_on_commit_callbacks)
+
+    assert response.status_code == 400
+    assert response.json()["code"] == "invalid_input"
+    (message,) = response.json()["errors"]["custom_model.config"]
+    assert message.startswith(f"The config.json holds a number that is not finite at {where}:")
+    assert list(response.json()["errors"]) == ["custom_model.config"]
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+    assert callbacks == []
+
+
+def test_a_pasted_config_text_with_infinity_is_400_naming_it(fleet, member, api_as):
+    """The config.json as text: Python's reader takes ``Infinity`` and ``1e999`` alike."""
+    for spelled in ("1e999", "Infinity", "NaN"):
+        config = json.dumps(QWEN3_30B_A3B_CONFIG)[:-1] + f', "rope_theta": {spelled}}}'
+        body = {**QWEN_72B, "model": "custom", "custom_model": {"config": config}}
+
+        response = api_as(member).post(URL, body, format="json")
+
+        assert response.status_code == 400
+        (message,) = response.json()["errors"]["custom_model.config"]
+        assert message.startswith("the config.json holds a number that is not finite at rope_theta")
+    assert not SizingEstimate.objects.exists()
+
+
+def test_an_unknown_team_is_named_beside_the_inputs_faults(fleet, member, api_as):
+    """``team_named`` ran before the inputs were checked: a bad slug hid every input's fault."""
+    body = {**QWEN_72B, "team": "nope", "input_len": 0, "tpot_target_ms": -1}
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    assert response.json()["errors"] == {
+        "team": ["No team you can see has this slug."],
+        "input_len": ["Must be at least 1."],
+        "tpot_target_ms": ["Must be in (0, 3.6e+06]."],
+    }
+    assert not SizingEstimate.objects.exists()
+
+
+def test_unknown_fields_are_refused_by_name_and_write_nothing(fleet, member, api_as):
+    """``colour`` and a misspelt TPOT target were ignored: 202, an estimate saved with the
+    default 50 ms target instead of the 20 ms meant. Each is named, with what is read."""
+    config = QWEN3_30B_A3B_CONFIG
+    body = {
+        **QWEN_72B,
+        "colour": "blue",
+        "tpot_taget_ms": 20,
+        "model": "custom",
+        "custom_model": {"config": config, "bogus_field": 1},
+    }
+
+    response = api_as(member).post(URL, body, format="json")
+
+    assert response.status_code == 400
+    errors = response.json()["errors"]
+    assert set(errors) == {"colour", "tpot_taget_ms", "custom_model.bogus_field"}
+    (message,) = errors["colour"]
+    assert message.startswith("Not an input of an estimate; the inputs are: model, custom_model, ")
+    assert message.endswith(", seed_per_card_tok_s, team.")
+    assert "tpot_target_ms" in message
+    (message,) = errors["custom_model.bogus_field"]
+    assert message.startswith(
+        "Not a field of a custom architecture; its fields are: name, config, num_layers, "
+    )
+    assert not SizingEstimate.objects.exists() and not AuditEvent.objects.exists()
+
+
+def test_a_custom_model_beside_a_preset_is_still_ignored(fleet, member, api_as):
+    """The page's form sends its custom fields with any preset; the API takes that too."""
+    body = {**QWEN_72B, "custom_model": {"whatever": 1}}
+
+    assert api_as(member).post(URL, body, format="json").status_code == 202

@@ -388,3 +388,132 @@ def test_every_bad_field_of_a_row_is_named_and_a_good_row_beside_it_is_unchanged
     assert error["errors"]["output_len"] == "output_len is required"
     assert error["errors"]["precision"].startswith("unknown precision 'FP7'; use one of FP16, ")
     assert estimated == alone
+
+
+HF_CONFIGS = Path(__file__).resolve().parents[2] / "fixtures" / "hf_configs"
+
+
+def test_a_number_beyond_a_float_is_refused_in_its_row_and_the_others_are_estimated(tmp_path):
+    """``1e400`` reads as infinity (float('1e400') == inf): it reached ``_write``'s
+    ``json.dumps(allow_nan=False)`` and the whole batch ended in a traceback. Now each row
+    holding one is refused naming where, with the number as written; the good row is kept."""
+    good = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+    config = json.loads((HF_CONFIGS / "qwen3_30b_a3b.json").read_text(encoding="utf-8"))
+    config["rope_theta"] = 1_000_000
+    custom = {"model": "custom", "custom_model": {"config": config}} | {
+        k: good[k] for k in ("gpu", "precision", "input_len", "output_len", "concurrency")
+    }
+    rows = [
+        json.dumps(good | {"input_len": 1}).replace('"input_len": 1', '"input_len": 1e400'),
+        json.dumps(custom).replace('"rope_theta": 1000000', '"rope_theta": 1e999'),
+        json.dumps(good | {"colour": 1}).replace('"colour": 1', '"colour": -1e999'),
+        json.dumps(good),
+    ]
+    assert '"rope_theta": 1e999' in rows[1]
+
+    status, results = estimate(None, tmp_path, stdin="[" + ", ".join(rows) + "]")
+
+    assert status == 1
+    first, second, third, fourth = results
+    assert first["error"]["reason"] == "not_finite"
+    assert first["error"]["field"] == "input_len"
+    assert first["error"]["message"].startswith("input_len = 1e400: beyond a float's range")
+    assert first["input"]["input_len"] == "1e400"  # echoed as written
+    assert second["error"]["field"] == "custom_model.config"
+    assert second["error"]["message"].startswith(
+        "custom_model.config.rope_theta = 1e999: beyond a float's range"
+    )
+    assert third["error"]["reason"] == "unknown_field"
+    assert set(third["error"]["errors"]) == {"colour"}
+    assert fourth["fits"] is True and "error" not in fourth
+
+
+def test_a_config_file_with_a_number_beyond_a_float_is_unreadable(tmp_path):
+    config = json.loads((HF_CONFIGS / "qwen3_30b_a3b.json").read_text(encoding="utf-8"))
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps({**config, "rope_theta": "@"}).replace('"@"', "1e999"))
+    assert "1e999" in path.read_text()
+    row = {"model": "custom", "custom_model": {"config_path": str(path)}, "gpu": "h100_sxm",
+           "input_len": 1000, "output_len": 200, "concurrency": 8}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "unreadable_config"
+    assert result["error"]["field"] == "custom_model.config"
+    assert "1e999 is beyond a float's range" in result["error"]["message"]
+
+
+def test_a_custom_models_unknown_field_is_refused_by_name(tmp_path):
+    """``custom_model.bogus_field`` was ignored: an estimate of the config alone, exit 0."""
+    row = {"model": "custom", "gpu": "h100_sxm", "input_len": 1000, "output_len": 200,
+           "custom_model": {"config_path": str(HF_CONFIGS / "qwen3_30b_a3b.json"),
+                            "bogus_field": 1}}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "unknown_field"
+    assert result["error"]["field"] == "custom_model.bogus_field"
+    message = result["error"]["errors"]["custom_model.bogus_field"]
+    assert message.startswith("custom_model.bogus_field is not a field of a custom model; it reads")
+    assert "config_path" in message and "hidden_size" in message
+
+
+def test_a_bad_typed_field_comes_with_the_config_jsons_contradiction(tmp_path):
+    """Qwen3-30B-A3B's config.json (32 attention heads) edited to 5 KV heads under a typed
+    hidden size of -3: only ``custom_model.num_kv_heads`` was named (the typed fault dropped),
+    while the page and the API name both. 32 % 5 = 2: the KV check reads no hidden size."""
+    config = json.loads((HF_CONFIGS / "qwen3_30b_a3b.json").read_text(encoding="utf-8"))
+    row = {"model": "custom", "gpu": "h100_sxm", "input_len": 1000, "output_len": 200,
+           "custom_model": {"hidden_size": -3,
+                            "config": {**config, "num_key_value_heads": 5}}}  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["field"] == "custom_model.hidden_size"
+    assert result["error"]["errors"] == {
+        "custom_model.hidden_size": "hidden_size must be a positive integer, got -3",
+        "custom_model.num_kv_heads": "5 KV heads do not divide the 32 attention heads evenly.",
+    }
+
+
+def test_every_bad_traffic_field_is_named_at_once(tmp_path):
+    """The demand checks one field at a time: ``peak_share`` 0 hid ``peak_hours`` 25 (a day
+    has 24) and ``input_weight`` -1 (the bounds of demand_from_traffic)."""
+    row = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048") | {
+        "requests_per_day": 1000, "peak_share": 0, "peak_hours": 25, "input_weight": -1,
+    }  # fmt: skip
+
+    status, result = estimate(row, tmp_path)
+
+    assert status == 1
+    assert result["error"]["reason"] == "out_of_range"
+    assert result["error"]["field"] == "peak_share"
+    assert result["error"]["errors"] == {
+        "peak_share": "peak_share must be a number in (0.0, 1.0], got 0",
+        "peak_hours": "peak_hours must be a number in (0.0, 24.0], got 25",
+        "input_weight": "input_weight must be a number in [0.0, 4.0], got -1",
+    }
+
+
+def test_an_engine_version_without_a_number_is_refused_beside_the_other_faults(tmp_path):
+    """``"banana"`` holds no digits: it was read as no version (current vLLM), exit 0."""
+    row = measurement("trt014_llama3_8b_h100_sxm_fp16_tp1_128_2048")
+
+    status, (banana, both, fine) = estimate(
+        [row | {"engine_version": "banana"},
+         row | {"engine_version": "banana", "gpu": "nope"},
+         row | {"engine_version": "0.6.3"}],
+        tmp_path,
+    )  # fmt: skip
+
+    assert status == 1
+    assert banana["error"]["field"] == "engine_version"
+    assert banana["error"]["message"].startswith(
+        "engine_version 'banana' is no release number; give the engine's version"
+    )
+    assert both["error"]["field"] == "gpu"
+    assert set(both["error"]["errors"]) == {"gpu", "engine_version"}
+    assert "error" not in fine

@@ -1052,3 +1052,35 @@ def test_a_failed_estimates_reason_names_inputs_as_the_form_does(fleet, team_mem
     html = alice_page.get(f"/sizing/estimates/{estimate.pk}/").content.decode()
 
     assert "The estimate failed.</strong> NIC per card must be a positive number of Gb/s" in html
+
+
+def test_saving_for_an_unknown_team_names_the_inputs_faults_too(fleet, alice_page):
+    """The team was looked up before the inputs were checked: a bad slug hid every input's
+    fault (one answer told the team, the next the input length)."""
+    fields = {**QWEN_72B, "team": "no-such-team", "input_len": "0"}
+
+    response = _htmx(alice_page, "/sizing/save/", fields, method="post")
+
+    assert response.status_code == 200 and "HX-Redirect" not in response
+    page = response.content.decode()
+    assert 'data-field="team"><strong>team</strong>: No team you can see has this slug.' in page
+    assert 'data-field="input_len">' in page
+    assert not SizingEstimate.objects.exists()
+
+
+def test_a_pasted_config_json_with_a_number_beyond_a_float_is_listed_and_not_saved(
+    fleet, alice_page
+):
+    """A pasted config.json holding ``"rope_theta": 1e999`` (read as infinity) was previewed
+    and saved as if the number were one; it is the config.json's fault, named where."""
+    config = (FIXTURES_DIR / "hf_configs" / "qwen3_30b_a3b.json").read_text(encoding="utf-8")
+    pasted = config.rstrip().removesuffix("}") + ', "rope_theta": 1e999}'
+    fields = {**QWEN_72B, "model": "custom", "custom_model.config": pasted}
+
+    for url in ("/sizing/", "/sizing/save/"):
+        html = _htmx(alice_page, url, fields, method="post").content.decode()
+
+        (item,) = _error_list(html)
+        assert 'data-field="custom_model.config"' in item
+        assert "not finite at rope_theta" in item
+    assert not SizingEstimate.objects.exists()
