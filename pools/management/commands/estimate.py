@@ -16,7 +16,8 @@ keeps it, admins' edits and additions included, as the sizing page reads it), ``
 refused with reason ``nic_too_slow``),
 ``precision`` (FP16, BF16, FP8, INT8, NVFP4, MXFP4, INT4, or weight-only INT4-AWQ / INT4-GPTQ /
 W8A16 / FP8-WO), ``kv_cache_dtype`` (FP16, BF16, FP8 = E4M3), ``input_len``, ``output_len``,
-``concurrency`` (null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
+``concurrency`` (sequences in flight on each replica of tp x pp cards, not over all
+``gpu_count``; null = saturation). Optional: ``engine`` (vllm, vllm-v0, sglang, tensorrt-llm)
 and ``engine_version`` (vLLM below 0.8 selects vllm-v0; one holding no release number, such as
 ``"banana"``, is refused),
 ``request_rate`` (requests/s, open loop), ``prompt_cache_hit_rate``, speculative decoding -
