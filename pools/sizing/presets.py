@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
@@ -704,14 +704,12 @@ def _as_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
-def non_finite_paths(value: Any, path: str = "") -> list[str]:
-    """Where a parsed JSON value holds a NaN or an infinity, as dotted paths (``rope_theta``,
-    ``rope_scaling.factor``, ``layer_types.3``; ``""`` for ``value`` itself), in document order.
-    Python's JSON reader takes ``NaN`` / ``Infinity`` and reads a number beyond a float's range
-    (``1e999``) as infinity; JSON itself has neither, so what holds one can be neither stored
-    (PostgreSQL's jsonb, SQLite's JSON_VALID refuse it) nor written back (``allow_nan=False``)."""
-    if isinstance(value, float):
-        return [] if math.isfinite(value) else [path]
+def json_leaves(value: Any, keep: Callable[[Any], bool], path: str = "") -> list[tuple[str, Any]]:
+    """``(path, leaf)`` of every leaf of a parsed JSON value (objects, lists) for which
+    ``keep(leaf)`` holds, paths dotted (``rope_scaling.factor``, ``layer_types.3``; ``""`` for
+    ``value`` itself), in document order."""
+    if keep(value):
+        return [(path, value)]
     if isinstance(value, Mapping):
         items = value.items()
     elif isinstance(value, list | tuple):
@@ -720,8 +718,21 @@ def non_finite_paths(value: Any, path: str = "") -> list[str]:
         return []
     found = []
     for key, inner in items:
-        found.extend(non_finite_paths(inner, f"{path}.{key}" if path else str(key)))
+        found.extend(json_leaves(inner, keep, f"{path}.{key}" if path else str(key)))
     return found
+
+
+def non_finite_paths(value: Any) -> list[str]:
+    """Where a parsed JSON value holds a NaN or an infinity, as dotted paths (``rope_theta``,
+    ``rope_scaling.factor``, ``layer_types.3``; ``""`` for ``value`` itself), in document order.
+    Python's JSON reader takes ``NaN`` / ``Infinity`` and reads a number beyond a float's range
+    (``1e999``) as infinity; JSON itself has neither, so what holds one can be neither stored
+    (PostgreSQL's jsonb, SQLite's JSON_VALID refuse it) nor written back (``allow_nan=False``)."""
+    return [path for path, _ in json_leaves(value, _non_finite)]
+
+
+def _non_finite(value: Any) -> bool:
+    return isinstance(value, float) and not math.isfinite(value)
 
 
 def non_finite_message(paths: list[str], what: str = "") -> str:

@@ -74,7 +74,7 @@ from pools.sizing.plan import (
     pessimistic_replicas,
     replica_estimate_as_dict,
 )
-from pools.sizing.presets import CUSTOM_MODEL_KEYS, model_presets
+from pools.sizing.presets import CUSTOM_MODEL_KEYS, json_leaves, model_presets
 from pools.sizing.selectors import gpu_specs_by_slug, measured_on_fleet
 
 TRAFFIC_DEFAULTS = {"peak_share": 1.0, "peak_hours": 24.0, "input_weight": 0.5}
@@ -107,30 +107,13 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def _overflows(value, path: str = "") -> list[tuple[str, str]]:
-    """``(path, text)`` of every :class:`Overflow` in ``value``, paths dotted
-    (``custom_model.config.rope_theta``; ``""`` for ``value`` itself), in document order."""
-    if isinstance(value, Overflow):
-        return [(path, str(value))]
-    if isinstance(value, dict):
-        items = value.items()
-    elif isinstance(value, list):
-        items = enumerate(value)
-    else:
-        return []
-    found = []
-    for key, inner in items:
-        found.extend(_overflows(inner, f"{path}.{key}" if path else str(key)))
-    return found
-
-
 def _overflow_errors(fields) -> dict[str, str]:
     """``{field: message}`` for every field holding a number beyond a float's range: the
     top-level field, or ``custom_model.<field>`` for the architecture's (its config.json's
     under ``custom_model.config``; ``""`` for a row that is such a number), each message naming
     where and the number as written."""
     found: dict[str, list[str]] = {}
-    for path, text in _overflows(fields):
+    for path, text in json_leaves(fields, lambda value: isinstance(value, Overflow)):
         parts = path.split(".")
         field = ".".join(parts[:2]) if parts[0] == "custom_model" and len(parts) > 1 else parts[0]
         found.setdefault(field, []).append(f"{path or 'the input'} = {text}")
