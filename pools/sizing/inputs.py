@@ -46,6 +46,7 @@ from pools.sizing.presets import (
     CUSTOM_ARCH_FIELDS,
     MAX_HF_COUNT,
     REQUIRED_ARCH_FIELDS,
+    ZERO_ALLOWED_ARCH_FIELDS,
     ModelArch,
     custom_model_arch,
     custom_model_errors,
@@ -95,11 +96,6 @@ DEMAND_FIGURES = {
 #: / ``active_params`` blank = counted from the config; the MoE, MLA and sliding-window fields
 #: blank = dense, grouped-query attention, full attention on every layer.
 CUSTOM_MODEL_FIELDS = tuple((name, name in REQUIRED_ARCH_FIELDS) for name in CUSTOM_ARCH_FIELDS)
-
-#: Custom fields that may be 0 (the others are counts of at least 1).
-ZERO_ALLOWED_ARCH_FIELDS = frozenset(
-    {"num_shared_experts", "first_k_dense_layers", "sliding_window_layers"}
-)
 
 # Bounds that turn typos into field errors before the arithmetic sees them.
 MAX_TOKENS = 10_000_000

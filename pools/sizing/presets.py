@@ -1121,8 +1121,8 @@ def custom_model_errors(custom: Mapping[str, Any], *, refused: frozenset[str]) -
 
 
 #: Typed custom fields that may be 0 (no shared expert, no dense layer, no sliding layer); the
-#: other :data:`CUSTOM_ARCH_FIELDS` are counts of at least 1.
-_ZERO_ALLOWED_TYPED = frozenset(
+#: other :data:`CUSTOM_ARCH_FIELDS` are counts of at least 1 (the page's inputs too).
+ZERO_ALLOWED_ARCH_FIELDS = frozenset(
     {"num_shared_experts", "first_k_dense_layers", "sliding_window_layers"}
 )
 
@@ -1130,7 +1130,7 @@ _ZERO_ALLOWED_TYPED = frozenset(
 def _refuse_bad_typed_fields(custom: Mapping[str, Any]) -> None:
     """Raise :class:`SizingInputError` (reason ``not_positive``, ``errors`` every field at
     fault) when a typed field of :data:`CUSTOM_ARCH_FIELDS` is no whole number of at least 1
-    (0 for :data:`_ZERO_ALLOWED_TYPED`): the field itself, and beside it what the rest shows
+    (0 for :data:`ZERO_ALLOWED_ARCH_FIELDS`): the field itself, and beside it what the rest shows
     without it (:func:`custom_model_errors`: the config.json's own faults, the checks that do
     not read a refused field), as the page and the API answer. Without this, a typed
     ``hidden_size`` of -3 over a config.json with 5 KV heads of 32 named only the KV heads."""
@@ -1139,7 +1139,7 @@ def _refuse_bad_typed_fields(custom: Mapping[str, Any]) -> None:
         value = custom.get(name)
         if value is None:
             continue
-        low = 0 if name in _ZERO_ALLOWED_TYPED else 1
+        low = 0 if name in ZERO_ALLOWED_ARCH_FIELDS else 1
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             kind = "a positive integer" if low else "a whole number from 0"
             refused[name] = f"{name} must be {kind}, got {value!r}"
