@@ -9,6 +9,7 @@ is its real length in seconds: 4 hours is 14,400 s (the seed's "about 40,000 s" 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pools.sizing import SizingInputError
@@ -102,7 +103,8 @@ def _demand(
 ) -> Demand:
     _check_tokens("input_len", input_tokens)
     _check_tokens("output_len", output_tokens)
-    _check_range("input_weight", input_weight, 0.0, 4.0, low_open=False)
+    low, high, low_open = TRAFFIC_BOUNDS["input_weight"]
+    _check_range("input_weight", input_weight, low, high, low_open=low_open)
     _check_range("prompt_cache_hit_rate", prompt_cache_hit_rate, 0.0, 1.0, low_open=False)
     if prompt_cache_hit_rate >= 1:
         raise SizingInputError(
@@ -140,6 +142,30 @@ def _demand(
     )
 
 
+#: The traffic inputs' bounds: ``(low, high, low_open)``, the high end closed.
+TRAFFIC_BOUNDS = {
+    "requests_per_day": (0.0, 1e15, True),
+    "peak_share": (0.0, 1.0, True),
+    "peak_hours": (0.0, 24.0, True),
+    "input_weight": (0.0, 4.0, False),
+}
+
+
+def traffic_errors(values: Mapping[str, object]) -> dict[str, str]:
+    """``{field: message}`` for every traffic input of ``values`` given out of its
+    :data:`TRAFFIC_BOUNDS` (one answer for all; :func:`demand_from_traffic` stops at the first);
+    a field left out (``None``) is not checked."""
+    errors = {}
+    for name, (low, high, low_open) in TRAFFIC_BOUNDS.items():
+        if values.get(name) is None:
+            continue
+        try:
+            _check_range(name, values[name], low, high, low_open=low_open)
+        except SizingInputError as exc:
+            errors[name] = exc.message
+    return errors
+
+
 def demand_from_traffic(
     *,
     requests_per_day: float,
@@ -161,9 +187,13 @@ def demand_from_traffic(
     ``not_positive`` for token counts; ``absurd_traffic`` above
     :data:`MAX_PEAK_REQUESTS_PER_S`.
     """
-    _check_range("requests_per_day", requests_per_day, 0.0, 1e15, low_open=True)
-    _check_range("peak_share", peak_share, 0.0, 1.0, low_open=True)
-    _check_range("peak_hours", peak_hours, 0.0, 24.0, low_open=True)
+    for name, value in (
+        ("requests_per_day", requests_per_day),
+        ("peak_share", peak_share),
+        ("peak_hours", peak_hours),
+    ):
+        low, high, low_open = TRAFFIC_BOUNDS[name]
+        _check_range(name, value, low, high, low_open=low_open)
     in_peak = requests_per_day * peak_share
     window_s = peak_hours * SECONDS_PER_HOUR
     return _demand(

@@ -65,7 +65,7 @@ from django.core.management.base import BaseCommand
 
 from pools.inventory.services.gpu_models import GpuModelResolver
 from pools.sizing import SizingInputError
-from pools.sizing.demand import demand_from_traffic, replicas_for_demand
+from pools.sizing.demand import demand_from_traffic, replicas_for_demand, traffic_errors
 from pools.sizing.inputs import INPUTS
 from pools.sizing.plan import (
     REQUEST_FIELDS,
@@ -170,34 +170,12 @@ def _refuse_unreadable_fields(fields) -> None:
     )
 
 
-#: The traffic fields' bounds as :func:`pools.sizing.demand.demand_from_traffic` checks them:
-#: ``(low, high, low_open)``, the high end closed.
-TRAFFIC_BOUNDS = {
-    "requests_per_day": (0.0, 1e15, True),
-    "peak_share": (0.0, 1.0, True),
-    "peak_hours": (0.0, 24.0, True),
-    "input_weight": (0.0, 4.0, False),
-}
-
-
 def _traffic_errors(fields) -> dict[str, str]:
-    """``{field: message}`` for every traffic field given out of its bounds
-    (:data:`TRAFFIC_BOUNDS`, in :func:`pools.sizing.demand.demand_from_traffic`'s words): the
-    demand checks one at a time, so ``peak_share`` 0 hid ``peak_hours`` 25 and ``input_weight``
-    -1. Empty without ``requests_per_day`` (the traffic fields are then not read)."""
+    """Every traffic field out of its bounds, in one answer (:func:`pools.sizing.demand.
+    traffic_errors`); empty without ``requests_per_day`` (the traffic fields are then not read)."""
     if not isinstance(fields, dict) or fields.get("requests_per_day") is None:
         return {}
-    errors = {}
-    for name, (low, high, low_open) in TRAFFIC_BOUNDS.items():
-        value = fields.get(name)
-        if value is None:
-            continue
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
-        ok = ok and math.isfinite(value) and (value > low if low_open else value >= low)
-        if not (ok and value <= high):
-            bound = f"({low}, {high}]" if low_open else f"[{low}, {high}]"
-            errors[name] = f"{name} must be a number in {bound}, got {value!r}"
-    return errors
+    return traffic_errors(fields)
 
 
 def _version_errors(fields) -> dict[str, str]:
